@@ -1,0 +1,144 @@
+// Package graph is the checked, typed-erased form of a topology: nodes, stores and
+// sub-topologies, plus the factories that make a task's running node instances. The
+// public topology package builds it; the task engine runs it.
+package graph
+
+import (
+	"context"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/statestore"
+)
+
+// Kind is a node's role.
+type Kind int
+
+const (
+	Source Kind = iota
+	Processor
+	Sink
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Source:
+		return "Source"
+	case Sink:
+		return "Sink"
+	}
+	return "Processor"
+}
+
+// Node is one node of the topology.
+type Node struct {
+	Name     string
+	Kind     Kind
+	Index    int // insertion order
+	Parents  []string
+	Children []string // filled by the builder, in insertion order
+
+	// Types the node takes (processor, sink) and forwards (source, processor).
+	InKey, InValue, OutKey, OutValue reflect.Type
+
+	// Topics a source reads, or the one topic a sink writes. Internal topics (of a
+	// repartition) are given by their short name; Topic() resolves them.
+	Topics   []string
+	Internal bool // the topic is a repartition topic of this application
+
+	Stores []string // stores attached to a processor
+
+	KeySerde, ValueSerde string // names, for descriptions
+
+	// Partitions of a repartition topic (sinks of an internal topic); 0: as many as the
+	// largest source topic of the sub-topology that writes it.
+	RepartitionPartitions int32
+
+	// Factory makes the node's running instance for a task.
+	Factory Factory
+}
+
+// TopicNames resolves the node's topics for an application.
+func (n *Node) TopicNames(appID string) []string {
+	if !n.Internal {
+		return n.Topics
+	}
+	out := make([]string, len(n.Topics))
+	for i, t := range n.Topics {
+		out[i] = names.RepartitionTopic(appID, t)
+	}
+	return out
+}
+
+// Store is a state store of the topology.
+type Store struct {
+	Name       string
+	Index      int
+	Processors []string
+	Logged     bool
+	InMemory   bool
+	KeyType    reflect.Type
+	ValueType  reflect.Type
+	KeySerde   string
+	ValueSerde string
+	// NewTyped makes the typed store (a statestore.KeyValueStore[K, V]) over its buffer.
+	NewTyped func(buf *statestore.Buffer, topic string, m statestore.Metrics) any
+}
+
+// Subtopology is a connected part of the graph; parts joined only through a topic are
+// separate sub-topologies.
+type Subtopology struct {
+	ID     int
+	Nodes  []*Node // insertion order
+	Stores []*Store
+	// SourceTopics are the user topics the sub-topology reads; RepartitionSources the
+	// short names of the repartition topics it reads.
+	SourceTopics       []string
+	RepartitionSources []string
+	// RepartitionSinks are the short names of the repartition topics it writes.
+	RepartitionSinks []string
+}
+
+// AllSourceTopics returns every topic the sub-topology reads, repartition topics resolved
+// for appID.
+func (s *Subtopology) AllSourceTopics(appID string) []string {
+	out := append([]string(nil), s.SourceTopics...)
+	for _, r := range s.RepartitionSources {
+		out = append(out, names.RepartitionTopic(appID, r))
+	}
+	return out
+}
+
+// Graph is a whole checked topology.
+type Graph struct {
+	Nodes         map[string]*Node
+	Order         []*Node // insertion order
+	Stores        map[string]*Store
+	StoreOrder    []*Store
+	Subtopologies []*Subtopology
+}
+
+// Runtime is what a node instance uses of its task.
+type Runtime interface {
+	TaskID() processor.TaskID
+	ApplicationID() string
+	StreamTime() time.Time
+	RecordMetadata() (processor.RecordMetadata, bool)
+	RequestCommit()
+	// Schedule registers a punctuator of node.
+	Schedule(node string, interval time.Duration, typ processor.PunctuationType, fn processor.Punctuator) (processor.Cancellable, error)
+	// Store returns the typed store instance (statestore.KeyValueStore[K, V]).
+	Store(name string) (any, error)
+	// Send hands a serialized sink record to the task's producer. partition < 0 means
+	// the default partitioner (murmur2 of the key, as Kafka's).
+	Send(topic string, partition int32, key, value []byte, headers []processor.Header, ts time.Time) error
+	// Partitions returns the partition count of an output topic.
+	Partitions(topic string) (int32, error)
+	// Logger returns the logger of a node.
+	Logger(node string) *slog.Logger
+	// Context is cancelled when the task closes.
+	Context() context.Context
+}

@@ -1,0 +1,271 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// Instance is a node running in one task.
+type Instance interface {
+	Init() error
+	Close() error
+}
+
+// SourceInstance is a running source node: it deserializes raw records and forwards them.
+type SourceInstance interface {
+	Instance
+	Deliver(r RawRecord) error
+}
+
+// RawRecord is a record as read from Kafka.
+type RawRecord struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []processor.Header
+	Timestamp time.Time
+}
+
+// Factory makes a node's instance for a task, given its children's instances (in the
+// order of node.Children).
+type Factory func(rt Runtime, node *Node, children []Instance) (Instance, error)
+
+// DeserializationError is returned by a source that cannot deserialize a record.
+type DeserializationError struct {
+	Node string
+	Part string // "key" or "value"
+	Err  error
+}
+
+func (e *DeserializationError) Error() string {
+	return fmt.Sprintf("source %q: cannot deserialize %s: %v", e.Node, e.Part, e.Err)
+}
+
+func (e *DeserializationError) Unwrap() error { return e.Err }
+
+// NodeError is an error returned by (or inside) a node: a processor's Process, Init or
+// punctuator, or a sink's serializer.
+type NodeError struct {
+	Node string
+	Err  error
+}
+
+func (e *NodeError) Error() string { return fmt.Sprintf("node %q: %v", e.Node, e.Err) }
+func (e *NodeError) Unwrap() error { return e.Err }
+
+func wrapNode(node string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ne *NodeError
+	if errors.As(err, &ne) {
+		return err
+	}
+	var de *DeserializationError
+	if errors.As(err, &de) {
+		return err
+	}
+	return &NodeError{Node: node, Err: err}
+}
+
+// receiver is a node instance that takes typed records.
+type receiver[K, V any] interface {
+	receive(rec processor.Record[K, V]) error
+}
+
+func receivers[K, V any](node *Node, children []Instance) ([]receiver[K, V], error) {
+	out := make([]receiver[K, V], len(children))
+	for i, c := range children {
+		r, ok := c.(receiver[K, V])
+		if !ok { // the builder checks types; this is a bug, not a user error
+			return nil, fmt.Errorf("graph: child %q of %q takes other types than %s forwards", node.Children[i], node.Name, node.Name)
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// SourceFactory makes source instances deserializing with the given serdes.
+func SourceFactory[K, V any](keys serde.Serde[K], values serde.Serde[V]) Factory {
+	return func(rt Runtime, node *Node, children []Instance) (Instance, error) {
+		rs, err := receivers[K, V](node, children)
+		if err != nil {
+			return nil, err
+		}
+		return &sourceInstance[K, V]{node: node, keys: keys, values: values, children: rs}, nil
+	}
+}
+
+type sourceInstance[K, V any] struct {
+	node     *Node
+	keys     serde.Serde[K]
+	values   serde.Serde[V]
+	children []receiver[K, V]
+}
+
+func (s *sourceInstance[K, V]) Init() error  { return nil }
+func (s *sourceInstance[K, V]) Close() error { return nil }
+
+func (s *sourceInstance[K, V]) Deliver(r RawRecord) error {
+	k, err := s.keys.Deserialize(r.Topic, r.Key)
+	if err != nil {
+		// A record without a key is common (Kafka's console producer writes them): it
+		// arrives with the zero key unless the key serde gives nil a meaning (Nullable).
+		if r.Key != nil || !errors.Is(err, serde.ErrTombstone) {
+			return &DeserializationError{Node: s.node.Name, Part: "key", Err: err}
+		}
+	}
+	v, err := s.values.Deserialize(r.Topic, r.Value)
+	if err != nil {
+		if r.Value == nil && errors.Is(err, serde.ErrTombstone) {
+			err = fmt.Errorf("%w; wrap the value serde with serde.Nullable to accept tombstones", err)
+		}
+		return &DeserializationError{Node: s.node.Name, Part: "value", Err: err}
+	}
+	rec := processor.Record[K, V]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers}
+	for _, c := range s.children {
+		if err := c.receive(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ProcessorFactory makes processor instances from a supplier.
+func ProcessorFactory[KIn, VIn, KOut, VOut any](supplier processor.Supplier[KIn, VIn, KOut, VOut]) Factory {
+	return func(rt Runtime, node *Node, children []Instance) (Instance, error) {
+		rs, err := receivers[KOut, VOut](node, children)
+		if err != nil {
+			return nil, err
+		}
+		p := supplier()
+		if p == nil {
+			return nil, &NodeError{Node: node.Name, Err: errors.New("supplier returned a nil processor")}
+		}
+		return &processorInstance[KIn, VIn, KOut, VOut]{rt: rt, node: node, p: p, children: rs, logger: rt.Logger(node.Name)}, nil
+	}
+}
+
+type processorInstance[KIn, VIn, KOut, VOut any] struct {
+	rt       Runtime
+	node     *Node
+	p        processor.Processor[KIn, VIn, KOut, VOut]
+	children []receiver[KOut, VOut]
+	logger   *slog.Logger
+}
+
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Init() error {
+	return wrapNode(p.node.Name, p.p.Init(p))
+}
+
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Close() error {
+	return wrapNode(p.node.Name, p.p.Close())
+}
+
+func (p *processorInstance[KIn, VIn, KOut, VOut]) receive(rec processor.Record[KIn, VIn]) error {
+	return wrapNode(p.node.Name, p.p.Process(rec))
+}
+
+// The processor.Context implementation.
+
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Forward(rec processor.Record[KOut, VOut], children ...string) error {
+	if len(children) == 0 {
+		for _, c := range p.children {
+			if err := c.receive(rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, name := range children {
+		i := slices.Index(p.node.Children, name)
+		if i < 0 {
+			return fmt.Errorf("forward to %q: not a child of %q (children: %v)", name, p.node.Name, p.node.Children)
+		}
+		if err := p.children[i].receive(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *processorInstance[KIn, VIn, KOut, VOut]) StateStore(name string) (any, error) {
+	if !slices.Contains(p.node.Stores, name) {
+		return nil, fmt.Errorf("%w: store %q, processor %q (attached: %v)", processor.ErrStoreNotAttached, name, p.node.Name, p.node.Stores)
+	}
+	return p.rt.Store(name)
+}
+
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Schedule(interval time.Duration, typ processor.PunctuationType, fn processor.Punctuator) (processor.Cancellable, error) {
+	return p.rt.Schedule(p.node.Name, interval, typ, fn)
+}
+
+func (p *processorInstance[KIn, VIn, KOut, VOut]) RecordMetadata() (processor.RecordMetadata, bool) {
+	return p.rt.RecordMetadata()
+}
+
+func (p *processorInstance[KIn, VIn, KOut, VOut]) TaskID() processor.TaskID { return p.rt.TaskID() }
+func (p *processorInstance[KIn, VIn, KOut, VOut]) ApplicationID() string    { return p.rt.ApplicationID() }
+func (p *processorInstance[KIn, VIn, KOut, VOut]) NodeName() string         { return p.node.Name }
+func (p *processorInstance[KIn, VIn, KOut, VOut]) StreamTime() time.Time    { return p.rt.StreamTime() }
+func (p *processorInstance[KIn, VIn, KOut, VOut]) RequestCommit()           { p.rt.RequestCommit() }
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Logger() *slog.Logger     { return p.logger }
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Context() context.Context { return p.rt.Context() }
+
+// Partitioner chooses the partition of a sink record among n.
+type Partitioner[K, V any] func(topic string, key K, value V, n int32) int32
+
+// SinkFactory makes sink instances serializing with the given serdes; partitioner may be
+// nil (Kafka's default: murmur2 of the key bytes).
+func SinkFactory[K, V any](keys serde.Serde[K], values serde.Serde[V], partitioner Partitioner[K, V]) Factory {
+	return func(rt Runtime, node *Node, children []Instance) (Instance, error) {
+		return &sinkInstance[K, V]{rt: rt, node: node, topic: node.TopicNames(rt.ApplicationID())[0], keys: keys, values: values, partitioner: partitioner}, nil
+	}
+}
+
+type sinkInstance[K, V any] struct {
+	rt          Runtime
+	node        *Node
+	topic       string
+	keys        serde.Serde[K]
+	values      serde.Serde[V]
+	partitioner Partitioner[K, V]
+}
+
+func (s *sinkInstance[K, V]) Init() error  { return nil }
+func (s *sinkInstance[K, V]) Close() error { return nil }
+
+func (s *sinkInstance[K, V]) receive(rec processor.Record[K, V]) error {
+	kb, err := s.keys.Serialize(s.topic, rec.Key)
+	if err != nil {
+		return &NodeError{Node: s.node.Name, Err: err}
+	}
+	vb, err := s.values.Serialize(s.topic, rec.Value)
+	if err != nil {
+		return &NodeError{Node: s.node.Name, Err: err}
+	}
+	partition := int32(-1)
+	if s.partitioner != nil {
+		n, err := s.rt.Partitions(s.topic)
+		if err != nil {
+			return &NodeError{Node: s.node.Name, Err: err}
+		}
+		partition = s.partitioner(s.topic, rec.Key, rec.Value, n)
+		if partition < 0 || partition >= n {
+			return &NodeError{Node: s.node.Name, Err: fmt.Errorf("partitioner chose partition %d of topic %q, which has %d", partition, s.topic, n)}
+		}
+	}
+	if err := s.rt.Send(s.topic, partition, kb, vb, rec.Headers, rec.Timestamp); err != nil {
+		return &NodeError{Node: s.node.Name, Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package task
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// punctuator is one scheduled function. Like Kafka Streams, a stream-time punctuator is
+// aligned to multiples of its interval since the epoch and first fires at the first
+// record; a wall-clock one first fires one interval after it was scheduled. Missed
+// intervals are not made up: it fires once and moves to the next interval after now.
+type punctuator struct {
+	node      string
+	interval  time.Duration
+	typ       processor.PunctuationType
+	fn        processor.Punctuator
+	next      time.Time
+	cancelled bool
+}
+
+func (p *punctuator) Cancel() { p.cancelled = true }
+
+// Schedule implements graph.Runtime.
+func (t *Task) Schedule(node string, interval time.Duration, typ processor.PunctuationType, fn processor.Punctuator) (processor.Cancellable, error) {
+	if interval <= 0 {
+		return nil, fmt.Errorf("schedule: interval %v must be positive", interval)
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("schedule: nil punctuator")
+	}
+	p := &punctuator{node: node, interval: interval, typ: typ, fn: fn}
+	switch typ {
+	case processor.StreamTime:
+		p.next = time.UnixMilli(0)
+	case processor.WallClockTime:
+		p.next = t.wallNow().Add(interval)
+	default:
+		return nil, fmt.Errorf("schedule: unknown punctuation type %d", typ)
+	}
+	t.punctuators = append(t.punctuators, p)
+	return p, nil
+}
+
+// wallNow is the time of the last wall-clock punctuation, or the system clock before the
+// first: the driver moves wall-clock time itself.
+func (t *Task) wallNow() time.Time {
+	if !t.wallTime.IsZero() {
+		return t.wallTime
+	}
+	return time.Now()
+}
+
+func (t *Task) punctuate(typ processor.PunctuationType, now time.Time) error {
+	if typ == processor.WallClockTime {
+		t.wallTime = now
+	}
+	if typ == processor.StreamTime && now.IsZero() {
+		return nil // no record yet
+	}
+	// Punctuators scheduled by a punctuator wait for the next round.
+	due := t.punctuators[:len(t.punctuators):len(t.punctuators)]
+	for _, p := range due {
+		if p.cancelled || p.typ != typ || now.Before(p.next) {
+			continue
+		}
+		missed := now.Sub(p.next) / p.interval
+		p.next = p.next.Add((missed + 1) * p.interval)
+		if err := p.fn(now); err != nil {
+			return t.nodeError(wrapPunctuator(p.node, err), nil)
+		}
+	}
+	// Drop cancelled ones.
+	kept := t.punctuators[:0]
+	for _, p := range t.punctuators {
+		if !p.cancelled {
+			kept = append(kept, p)
+		}
+	}
+	t.punctuators = kept
+	return nil
+}
+
+func wrapPunctuator(node string, err error) error {
+	return &punctuatorError{node: node, err: err}
+}
+
+type punctuatorError struct {
+	node string
+	err  error
+}
+
+func (e *punctuatorError) Error() string { return fmt.Sprintf("punctuator: %v", e.err) }
+func (e *punctuatorError) Unwrap() error { return e.err }

@@ -1,0 +1,401 @@
+// Package task runs one sub-topology on one partition: it instantiates the nodes, routes
+// records through them, keeps stream time, fires punctuators and holds the stores. It
+// knows nothing of Kafka: the runtime feeds it records and commits around it, and the
+// test driver does the same in memory, so both go through the same code.
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/partition"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/statestore"
+)
+
+// Collector takes the records the task's sinks (and dead-letter handling) write.
+type Collector interface {
+	// Send writes a record to topic's partition.
+	Send(topic string, partition int32, key, value []byte, headers []processor.Header, ts time.Time) error
+	// Partitions returns the partition count of topic.
+	Partitions(topic string) (int32, error)
+}
+
+// ErrorPolicy says what happens to a record that cannot be deserialized.
+type ErrorPolicy int
+
+const (
+	// Fail stops the task with an error naming the record (the default).
+	Fail ErrorPolicy = iota
+	// Skip drops the record with a log line and a metric.
+	Skip
+	// DeadLetter writes the record, as it was read, to a dead-letter topic with its origin
+	// and the error in headers, inside the same transaction, and goes on.
+	DeadLetter
+)
+
+// Dead-letter headers.
+const (
+	HeaderDLQTopic     = "eddy.dlq.topic"
+	HeaderDLQPartition = "eddy.dlq.partition"
+	HeaderDLQOffset    = "eddy.dlq.offset"
+	HeaderDLQError     = "eddy.dlq.error"
+	HeaderDLQNode      = "eddy.dlq.node"
+	HeaderDLQTask      = "eddy.dlq.task"
+)
+
+// Config makes a Task.
+type Config struct {
+	ID            processor.TaskID
+	ApplicationID string
+	Graph         *graph.Graph
+	Subtopology   *graph.Subtopology
+	// Stores holds the task's stores; the task registers its sub-topology's stores in it.
+	// InMemory stores go to MemoryBackend (made when nil).
+	Stores        *statestore.Set
+	MemoryBackend statestore.Backend
+	Collector     Collector
+	Logger        *slog.Logger
+	StoreMetrics  statestore.Metrics
+
+	OnDeserializationError ErrorPolicy
+	DeadLetterTopic        string
+	// OnBadRecord is told of every skipped or dead-lettered record (for metrics).
+	OnBadRecord func(policy ErrorPolicy, rec graph.RawRecord, err error)
+}
+
+// Task is one sub-topology on one partition. It is not safe for concurrent use: one
+// goroutine owns it.
+type Task struct {
+	cfg     Config
+	ctx     context.Context
+	cancel  context.CancelFunc
+	logger  *slog.Logger
+	nodes   map[string]graph.Instance
+	order   []*graph.Node
+	sources map[string]graph.SourceInstance // by resolved topic
+	stores  map[string]any                  // typed stores by name
+	// StoreTopics maps each store to its changelog topic.
+	storeTopics map[string]string
+
+	streamTime      time.Time
+	wallTime        time.Time
+	current         *processor.RecordMetadata
+	commitRequested bool
+	punctuators     []*punctuator
+	initialized     bool
+	closed          bool
+	roundRobin      map[string]int32
+}
+
+// New instantiates the sub-topology's nodes and registers its stores. Call Init once the
+// stores are restored.
+func New(cfg Config) (*Task, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Task{
+		cfg: cfg, ctx: ctx, cancel: cancel,
+		logger:      cfg.Logger.With("task", cfg.ID.String()),
+		nodes:       map[string]graph.Instance{},
+		sources:     map[string]graph.SourceInstance{},
+		stores:      map[string]any{},
+		storeTopics: map[string]string{},
+		roundRobin:  map[string]int32{},
+	}
+	for _, st := range cfg.Subtopology.Stores {
+		topic := names.ChangelogTopic(cfg.ApplicationID, st.Name)
+		var buf *statestore.Buffer
+		var err error
+		if st.InMemory {
+			if cfg.MemoryBackend == nil {
+				cfg.MemoryBackend = statestore.NewMemoryBackend()
+				t.cfg.MemoryBackend = cfg.MemoryBackend
+			}
+			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, cfg.MemoryBackend)
+		} else {
+			buf, err = cfg.Stores.Register(st.Name, st.Logged)
+		}
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		t.stores[st.Name] = st.NewTyped(buf, topic, cfg.StoreMetrics)
+		t.storeTopics[st.Name] = topic
+	}
+	// Instantiate children before parents: walk nodes in reverse topological order.
+	order, err := topoOrder(cfg.Graph, cfg.Subtopology)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	t.order = order
+	for i := len(order) - 1; i >= 0; i-- {
+		n := order[i]
+		children := make([]graph.Instance, len(n.Children))
+		for j, c := range n.Children {
+			children[j] = t.nodes[c]
+		}
+		inst, err := n.Factory(t, n, children)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("task %s: %w", cfg.ID, err)
+		}
+		t.nodes[n.Name] = inst
+		if n.Kind == graph.Source {
+			for _, topic := range n.TopicNames(cfg.ApplicationID) {
+				t.sources[topic] = inst.(graph.SourceInstance)
+			}
+		}
+	}
+	return t, nil
+}
+
+// topoOrder sorts a sub-topology's nodes so parents come before children.
+func topoOrder(g *graph.Graph, s *graph.Subtopology) ([]*graph.Node, error) {
+	indeg := map[string]int{}
+	for _, n := range s.Nodes {
+		indeg[n.Name] = len(n.Parents)
+	}
+	var queue, out []*graph.Node
+	for _, n := range s.Nodes {
+		if indeg[n.Name] == 0 {
+			queue = append(queue, n)
+		}
+	}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		out = append(out, n)
+		for _, c := range n.Children {
+			indeg[c]--
+			if indeg[c] == 0 {
+				queue = append(queue, g.Nodes[c])
+			}
+		}
+	}
+	if len(out) != len(s.Nodes) {
+		return nil, errors.New("task: sub-topology has a cycle")
+	}
+	return out, nil
+}
+
+// ID is the task's ID.
+func (t *Task) ID() processor.TaskID { return t.cfg.ID }
+
+// Stores is the task's store set.
+func (t *Task) Stores() *statestore.Set { return t.cfg.Stores }
+
+// ChangelogTopics maps each logged store of the task to its changelog topic.
+func (t *Task) ChangelogTopics() map[string]string {
+	out := map[string]string{}
+	for _, st := range t.cfg.Subtopology.Stores {
+		if st.Logged {
+			out[st.Name] = t.storeTopics[st.Name]
+		}
+	}
+	return out
+}
+
+// SourceTopics lists the (resolved) topics the task reads, sorted.
+func (t *Task) SourceTopics() []string {
+	out := make([]string, 0, len(t.sources))
+	for topic := range t.sources {
+		out = append(out, topic)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Init calls every processor's Init, parents first. Call it after restoring the stores.
+func (t *Task) Init() error {
+	if t.initialized {
+		return nil
+	}
+	t.initialized = true
+	for _, n := range t.order {
+		if err := t.nodes[n.Name].Init(); err != nil {
+			return t.nodeError(err, nil)
+		}
+	}
+	return nil
+}
+
+// ProcessError stops the application: it names the task, the node and the record.
+type ProcessError struct {
+	Task   processor.TaskID
+	Node   string
+	Record *processor.RecordMetadata // nil in a punctuator or Init
+	Err    error
+}
+
+func (e *ProcessError) Error() string {
+	where := ""
+	if e.Record != nil {
+		where = fmt.Sprintf(" at %s/%d offset %d", e.Record.Topic, e.Record.Partition, e.Record.Offset)
+	}
+	return fmt.Sprintf("task %s, node %q%s: %v", e.Task, e.Node, where, e.Err)
+}
+
+func (e *ProcessError) Unwrap() error { return e.Err }
+
+func (t *Task) nodeError(err error, md *processor.RecordMetadata) error {
+	pe := &ProcessError{Task: t.cfg.ID, Record: md, Err: err}
+	var ne *graph.NodeError
+	var de *graph.DeserializationError
+	switch {
+	case errors.As(err, &ne):
+		pe.Node, pe.Err = ne.Node, ne.Err
+	case errors.As(err, &de):
+		pe.Node = de.Node
+	}
+	var pu *punctuatorError
+	if errors.As(err, &pu) {
+		pe.Node = pu.node
+	}
+	return pe
+}
+
+// Process runs one record through the sub-topology, then fires the stream-time
+// punctuators it made due. The record's topic must be one the task reads.
+func (t *Task) Process(rec graph.RawRecord) error {
+	src, ok := t.sources[rec.Topic]
+	if !ok {
+		return fmt.Errorf("task %s: no source reads topic %q", t.cfg.ID, rec.Topic)
+	}
+	md := processor.RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
+	t.current = &md
+	if rec.Timestamp.After(t.streamTime) {
+		t.streamTime = rec.Timestamp
+	}
+	err := src.Deliver(rec)
+	t.current = nil
+	if err != nil {
+		var de *graph.DeserializationError
+		if errors.As(err, &de) {
+			if err := t.badRecord(rec, de); err != nil {
+				return t.nodeError(err, &md)
+			}
+		} else {
+			return t.nodeError(err, &md)
+		}
+	}
+	return t.punctuate(processor.StreamTime, t.streamTime)
+}
+
+func (t *Task) badRecord(rec graph.RawRecord, de *graph.DeserializationError) error {
+	switch t.cfg.OnDeserializationError {
+	case Skip:
+		t.logger.Warn("skipping a record that cannot be deserialized",
+			"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "node", de.Node, "error", de.Err)
+	case DeadLetter:
+		dlq := t.cfg.DeadLetterTopic
+		n, err := t.cfg.Collector.Partitions(dlq)
+		if err != nil {
+			return fmt.Errorf("dead-letter topic %q: %w", dlq, err)
+		}
+		headers := append(slices.Clone(rec.Headers),
+			processor.Header{Key: HeaderDLQTopic, Value: []byte(rec.Topic)},
+			processor.Header{Key: HeaderDLQPartition, Value: fmt.Appendf(nil, "%d", rec.Partition)},
+			processor.Header{Key: HeaderDLQOffset, Value: fmt.Appendf(nil, "%d", rec.Offset)},
+			processor.Header{Key: HeaderDLQNode, Value: []byte(de.Node)},
+			processor.Header{Key: HeaderDLQTask, Value: []byte(t.cfg.ID.String())},
+			processor.Header{Key: HeaderDLQError, Value: []byte(de.Error())},
+		)
+		if err := t.cfg.Collector.Send(dlq, rec.Partition%n, rec.Key, rec.Value, headers, rec.Timestamp); err != nil {
+			return fmt.Errorf("dead-letter topic %q: %w", dlq, err)
+		}
+		t.logger.Warn("sent a record that cannot be deserialized to the dead-letter topic", "dlq", dlq,
+			"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "node", de.Node, "error", de.Err)
+	default:
+		return de
+	}
+	if t.cfg.OnBadRecord != nil {
+		t.cfg.OnBadRecord(t.cfg.OnDeserializationError, rec, de)
+	}
+	return nil
+}
+
+// PunctuateWallClock fires the wall-clock punctuators due at now.
+func (t *Task) PunctuateWallClock(now time.Time) error {
+	return t.punctuate(processor.WallClockTime, now)
+}
+
+// StreamTime is the largest record timestamp seen.
+func (t *Task) StreamTime() time.Time { return t.streamTime }
+
+// CommitRequested reports (and clears) a processor's request to commit.
+func (t *Task) CommitRequested() bool {
+	r := t.commitRequested
+	t.commitRequested = false
+	return r
+}
+
+// Close closes every processor (children first) and ends the task's context. It does not
+// close the stores: their owner does, after the last commit.
+func (t *Task) Close() error {
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	t.cancel()
+	var errs []error
+	if t.initialized {
+		for i := len(t.order) - 1; i >= 0; i-- {
+			if err := t.nodes[t.order[i].Name].Close(); err != nil {
+				errs = append(errs, t.nodeError(err, nil))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// graph.Runtime, for node instances.
+
+func (t *Task) TaskID() processor.TaskID { return t.cfg.ID }
+func (t *Task) ApplicationID() string    { return t.cfg.ApplicationID }
+func (t *Task) RequestCommit()           { t.commitRequested = true }
+func (t *Task) Context() context.Context { return t.ctx }
+
+func (t *Task) RecordMetadata() (processor.RecordMetadata, bool) {
+	if t.current == nil {
+		return processor.RecordMetadata{}, false
+	}
+	return *t.current, true
+}
+
+func (t *Task) Store(name string) (any, error) {
+	s, ok := t.stores[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", statestore.ErrUnknownStore, name)
+	}
+	return s, nil
+}
+
+func (t *Task) Logger(node string) *slog.Logger { return t.logger.With("node", node) }
+
+func (t *Task) Send(topic string, p int32, key, value []byte, headers []processor.Header, ts time.Time) error {
+	if p < 0 {
+		n, err := t.cfg.Collector.Partitions(topic)
+		if err != nil {
+			return err
+		}
+		if key == nil {
+			p = t.roundRobin[topic] % n
+			t.roundRobin[topic]++
+		} else {
+			p = partition.ForKey(key, n)
+		}
+	}
+	return t.cfg.Collector.Send(topic, p, key, value, headers, ts)
+}
+
+func (t *Task) Partitions(topic string) (int32, error) { return t.cfg.Collector.Partitions(topic) }

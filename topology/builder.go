@@ -1,0 +1,212 @@
+// Package topology describes what an eddy application computes: source nodes read
+// topics, processor nodes transform records, sink nodes write topics, and state stores
+// hold what processors remember.
+//
+//	b := topology.NewBuilder()
+//	topology.AddSource(b, "lines", serde.String(), serde.String(), "streams-plaintext-input")
+//	topology.AddProcessor(b, "split", splitWords, "lines")
+//	topology.AddRepartition(b, "words", serde.String(), serde.String(), "split")
+//	topology.AddProcessor(b, "count", countWords, "words")
+//	topology.AddKeyValueStore(b, "counts", serde.String(), serde.Int64(), "count")
+//	topology.AddSink(b, "output", "streams-wordcount-output", serde.String(), serde.Int64(), "count")
+//	topo, err := b.Build()
+//
+// Nodes are typed: a node takes the key and value types its parents forward, and Build
+// checks every edge, so a mismatch is an error naming the node before anything runs.
+// Build also splits the graph into sub-topologies (parts joined only through a topic);
+// the runtime runs one task per sub-topology and partition.
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/statestore"
+)
+
+// ErrInvalid is wrapped by every error Build returns.
+var ErrInvalid = errors.New("invalid topology")
+
+// Builder collects nodes and stores; Build checks them and makes a Topology. The Add
+// functions never fail: problems are reported by Build, each naming its node.
+type Builder struct {
+	nodes  []*graph.Node
+	byName map[string]*graph.Node
+	stores []*graph.Store
+	errs   []error
+	built  bool
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder() *Builder {
+	return &Builder{byName: map[string]*graph.Node{}}
+}
+
+func (b *Builder) fail(format string, args ...any) {
+	b.errs = append(b.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
+}
+
+func (b *Builder) add(n *graph.Node) {
+	if n.Name == "" {
+		b.fail("a %s node has an empty name", n.Kind)
+		return
+	}
+	if _, dup := b.byName[n.Name]; dup {
+		b.fail("duplicate node name %q", n.Name)
+		return
+	}
+	n.Index = len(b.nodes)
+	b.nodes = append(b.nodes, n)
+	b.byName[n.Name] = n
+}
+
+// AddSource adds a source node that reads the given topics and forwards (K, V) records.
+func AddSource[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], topics ...string) {
+	if len(topics) == 0 {
+		b.fail("source %q reads no topic", name)
+	}
+	b.add(&graph.Node{
+		Name: name, Kind: graph.Source, Topics: topics,
+		OutKey: reflect.TypeFor[K](), OutValue: reflect.TypeFor[V](),
+		KeySerde: serde.Name(keys), ValueSerde: serde.Name(values),
+		Factory: graph.SourceFactory(keys, values),
+	})
+}
+
+// AddProcessor adds a processor node fed by the named parents. supplier is called once
+// per task.
+func AddProcessor[KIn, VIn, KOut, VOut any](b *Builder, name string, supplier processor.Supplier[KIn, VIn, KOut, VOut], parents ...string) {
+	if supplier == nil {
+		b.fail("processor %q has a nil supplier", name)
+	}
+	b.add(&graph.Node{
+		Name: name, Kind: graph.Processor, Parents: parents,
+		InKey: reflect.TypeFor[KIn](), InValue: reflect.TypeFor[VIn](),
+		OutKey: reflect.TypeFor[KOut](), OutValue: reflect.TypeFor[VOut](),
+		Factory: graph.ProcessorFactory(supplier),
+	})
+}
+
+// Partitioner chooses the partition (in [0, n)) of a record a sink writes.
+type Partitioner[K, V any] func(topic string, key K, value V, n int32) int32
+
+// SinkNode configures a sink after AddSink.
+type SinkNode[K, V any] struct {
+	b    *Builder
+	node *graph.Node
+	keys serde.Serde[K]
+	vals serde.Serde[V]
+}
+
+// WithPartitioner makes the sink choose partitions with p instead of Kafka's default
+// (murmur2 of the serialized key).
+func (s *SinkNode[K, V]) WithPartitioner(p Partitioner[K, V]) *SinkNode[K, V] {
+	s.node.Factory = graph.SinkFactory(s.keys, s.vals, graph.Partitioner[K, V](p))
+	return s
+}
+
+// AddSink adds a sink node that writes the (K, V) records of its parents to topic.
+func AddSink[K, V any](b *Builder, name, topic string, keys serde.Serde[K], values serde.Serde[V], parents ...string) *SinkNode[K, V] {
+	if topic == "" {
+		b.fail("sink %q writes to an empty topic name", name)
+	}
+	n := &graph.Node{
+		Name: name, Kind: graph.Sink, Topics: []string{topic}, Parents: parents,
+		InKey: reflect.TypeFor[K](), InValue: reflect.TypeFor[V](),
+		KeySerde: serde.Name(keys), ValueSerde: serde.Name(values),
+		Factory: graph.SinkFactory[K, V](keys, values, nil),
+	}
+	b.add(n)
+	return &SinkNode[K, V]{b: b, node: n, keys: keys, vals: values}
+}
+
+// RepartitionNode configures a repartition after AddRepartition.
+type RepartitionNode[K, V any] struct {
+	sink   *graph.Node
+	source *graph.Node
+	keys   serde.Serde[K]
+	vals   serde.Serde[V]
+}
+
+// WithPartitions sets the partition count of the repartition topic. By default it has as
+// many partitions as the largest source topic of the sub-topology that writes it.
+func (r *RepartitionNode[K, V]) WithPartitions(n int32) *RepartitionNode[K, V] {
+	r.sink.RepartitionPartitions = n
+	return r
+}
+
+// WithPartitioner chooses the partition of each record; by default murmur2 of the key,
+// so records with equal keys meet in one task.
+func (r *RepartitionNode[K, V]) WithPartitioner(p Partitioner[K, V]) *RepartitionNode[K, V] {
+	r.sink.Factory = graph.SinkFactory(r.keys, r.vals, graph.Partitioner[K, V](p))
+	return r
+}
+
+// AddRepartition re-keys a stream through the topic <applicationID>-<name>-repartition:
+// it adds a sink named "<name>-sink" fed by parents and a source named name that reads
+// the topic back, so children of name see records partitioned by their (new) key. The
+// runtime creates the topic. The two sides belong to different sub-topologies.
+func AddRepartition[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], parents ...string) *RepartitionNode[K, V] {
+	sink := &graph.Node{
+		Name: name + "-sink", Kind: graph.Sink, Topics: []string{name}, Internal: true, Parents: parents,
+		InKey: reflect.TypeFor[K](), InValue: reflect.TypeFor[V](),
+		KeySerde: serde.Name(keys), ValueSerde: serde.Name(values),
+		Factory: graph.SinkFactory[K, V](keys, values, nil),
+	}
+	source := &graph.Node{
+		Name: name, Kind: graph.Source, Topics: []string{name}, Internal: true,
+		OutKey: reflect.TypeFor[K](), OutValue: reflect.TypeFor[V](),
+		KeySerde: serde.Name(keys), ValueSerde: serde.Name(values),
+		Factory: graph.SourceFactory(keys, values),
+	}
+	b.add(sink)
+	b.add(source)
+	return &RepartitionNode[K, V]{sink: sink, source: source, keys: keys, vals: values}
+}
+
+// StoreNode configures a store after AddKeyValueStore.
+type StoreNode struct{ store *graph.Store }
+
+// InMemory keeps the store in memory instead of the task's bbolt file. It is restored
+// from its changelog in full on every start; use it for small state.
+func (s *StoreNode) InMemory() *StoreNode {
+	s.store.InMemory = true
+	return s
+}
+
+// WithoutChangelog disables the changelog: the store is local only and is lost with its
+// file (or, in memory, with the process). Its content is then not covered by
+// exactly-once.
+func (s *StoreNode) WithoutChangelog() *StoreNode {
+	s.store.Logged = false
+	return s
+}
+
+// AddKeyValueStore adds a key-value store of (K, V) attached to the named processors,
+// which then reach it with processor.KeyValueStore[K, V](ctx, name). Its changelog topic
+// is <applicationID>-<name>-changelog.
+func AddKeyValueStore[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], processors ...string) *StoreNode {
+	for _, s := range b.stores {
+		if s.Name == name {
+			b.fail("duplicate store name %q", name)
+			return &StoreNode{store: &graph.Store{}}
+		}
+	}
+	if name == "" {
+		b.fail("a store has an empty name")
+	}
+	st := &graph.Store{
+		Name: name, Index: len(b.stores), Processors: processors, Logged: true,
+		KeyType: reflect.TypeFor[K](), ValueType: reflect.TypeFor[V](),
+		KeySerde: serde.Name(keys), ValueSerde: serde.Name(values),
+		NewTyped: func(buf *statestore.Buffer, topic string, m statestore.Metrics) any {
+			return statestore.NewKeyValueStore(buf, topic, keys, values, m)
+		},
+	}
+	b.stores = append(b.stores, st)
+	return &StoreNode{store: st}
+}

@@ -1,0 +1,394 @@
+// Package topologytest runs a topology in-process, deterministically, with no broker:
+// pipe records into input topics, read what the sinks wrote, read the stores, and move
+// wall-clock time by hand. Like Kafka Streams' TopologyTestDriver it commits after every
+// record, and it runs the same task engine and store layers as the real runtime.
+//
+// Every topic has one partition, so each sub-topology runs as the one task <id>_0.
+// Records written to a topic that a sub-topology reads (a repartition topic, or a user
+// topic the topology reads back) are processed right after the record that caused them.
+package topologytest
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/task"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/statestore"
+	"github.com/eddy-streams/eddy/topology"
+)
+
+// Config tunes a Driver; the zero value works.
+type Config struct {
+	// ApplicationID prefixes internal topics; default "topologytest".
+	ApplicationID string
+	// StartTime is the initial wall-clock time and the default timestamp of the first
+	// record; default 2026-01-01T00:00:00Z.
+	StartTime time.Time
+	// AutoAdvance is added to the default record timestamp after every piped record
+	// without a timestamp of its own; default 0.
+	AutoAdvance time.Duration
+	// StateDir, when set, keeps persistent stores in bbolt files under it, as the
+	// runtime does; by default every store is in memory.
+	StateDir string
+	// Logger receives the tasks' logs; default discards them.
+	Logger *slog.Logger
+	// OnDeserializationError: what to do with a record that cannot be deserialized
+	// (default: Process returns the error); DeadLetterTopic names the topic for
+	// task.DeadLetter.
+	OnDeserializationError task.ErrorPolicy
+	DeadLetterTopic        string
+}
+
+// Record is a record as stored in a topic of the driver.
+type Record struct {
+	Topic     string
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []processor.Header
+	Timestamp time.Time
+}
+
+// Driver runs a topology in memory. It is not safe for concurrent use.
+type Driver struct {
+	cfg      Config
+	topo     *topology.Topology
+	tasks    []*task.Task
+	byTopic  map[string]*task.Task // topic → task reading it
+	topics   map[string][]Record   // everything written, per topic
+	read     map[string]int        // per topic: records already returned by an OutputTopic
+	queue    []Record              // records written to topics the topology reads, not processed yet
+	wall     time.Time
+	nextTime time.Time
+	sets     []*statestore.Set
+	current  *task.Task
+	// changelog offsets per store
+	closed bool
+}
+
+// New starts a driver for topo: it makes one task per sub-topology and initialises its
+// processors.
+func New(topo *topology.Topology, cfg Config) (*Driver, error) {
+	if cfg.ApplicationID == "" {
+		cfg.ApplicationID = "topologytest"
+	}
+	if cfg.StartTime.IsZero() {
+		cfg.StartTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Driver{
+		cfg: cfg, topo: topo,
+		byTopic: map[string]*task.Task{}, topics: map[string][]Record{}, read: map[string]int{},
+		wall: cfg.StartTime, nextTime: cfg.StartTime,
+	}
+	g := topo.Graph()
+	for _, sub := range g.Subtopologies {
+		id := processor.TaskID{Subtopology: sub.ID, Partition: 0}
+		var backend statestore.Backend = statestore.NewMemoryBackend()
+		if cfg.StateDir != "" {
+			b, err := statestore.OpenBolt(filepath.Join(cfg.StateDir, cfg.ApplicationID, id.String()), statestore.BoltOptions{Logger: cfg.Logger})
+			if err != nil {
+				d.Close()
+				return nil, err
+			}
+			backend = b
+		}
+		set := statestore.NewSet(backend)
+		d.sets = append(d.sets, set)
+		t, err := task.New(task.Config{
+			ID: id, ApplicationID: cfg.ApplicationID, Graph: g, Subtopology: sub,
+			Stores: set, Collector: (*collector)(d), Logger: cfg.Logger,
+			OnDeserializationError: cfg.OnDeserializationError, DeadLetterTopic: cfg.DeadLetterTopic,
+		})
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.tasks = append(d.tasks, t)
+		for _, topic := range t.SourceTopics() {
+			d.byTopic[topic] = t
+		}
+	}
+	// A persistent store found on disk is restored from the driver's (empty) changelogs:
+	// it is kept as it is, as the runtime would after a clean shutdown.
+	for _, t := range d.tasks {
+		if err := t.Init(); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Close closes every task and store.
+func (d *Driver) Close() error {
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	for _, t := range d.tasks {
+		errs = append(errs, t.Close())
+	}
+	for _, s := range d.sets {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// PipeRaw writes a serialized record to topic and processes it, and every record it
+// causes, to the end; ts zero means the driver's next default timestamp.
+func (d *Driver) PipeRaw(topic string, key, value []byte, headers []processor.Header, ts time.Time) error {
+	if d.closed {
+		return errors.New("topologytest: driver is closed")
+	}
+	if _, ok := d.byTopic[topic]; !ok {
+		return fmt.Errorf("topologytest: no source reads topic %q (sources read: %s)", topic, strings.Join(d.inputTopics(), ", "))
+	}
+	if ts.IsZero() {
+		ts = d.nextTime
+		d.nextTime = d.nextTime.Add(d.cfg.AutoAdvance)
+	}
+	d.append(topic, key, value, headers, ts)
+	for len(d.queue) > 0 {
+		rec := d.queue[0]
+		d.queue = d.queue[1:]
+		if err := d.process(rec); err != nil {
+			d.queue = nil
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Driver) inputTopics() []string {
+	var out []string
+	for t := range d.byTopic {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (d *Driver) append(topic string, key, value []byte, headers []processor.Header, ts time.Time) {
+	rec := Record{Topic: topic, Offset: int64(len(d.topics[topic])), Key: key, Value: value, Headers: headers, Timestamp: ts}
+	d.topics[topic] = append(d.topics[topic], rec)
+	if _, ok := d.byTopic[topic]; ok {
+		d.queue = append(d.queue, rec)
+	}
+}
+
+func (d *Driver) process(rec Record) error {
+	t := d.byTopic[rec.Topic]
+	d.current = t
+	defer func() { d.current = nil }()
+	err := t.Process(graph.RawRecord{Topic: rec.Topic, Partition: 0, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp})
+	if err != nil {
+		t.Stores().Discard()
+		return err
+	}
+	return d.commit(t)
+}
+
+// commit writes the task's changelog records into the driver's changelog topics and then
+// flushes the stores with the checkpoints, as the runtime does around its transaction.
+func (d *Driver) commit(t *task.Task) error {
+	topics := t.ChangelogTopics()
+	lw := &changelogWriter{d: d, topics: topics, last: map[string]int64{}}
+	if err := t.Stores().LogChanges(lw); err != nil {
+		return err
+	}
+	checkpoints := map[string]int64{}
+	for store, off := range lw.last {
+		checkpoints[store] = off + 1
+	}
+	return t.Stores().Flush(checkpoints)
+}
+
+type changelogWriter struct {
+	d      *Driver
+	topics map[string]string
+	last   map[string]int64
+}
+
+func (w *changelogWriter) WriteChange(store string, key, value []byte) error {
+	topic := w.topics[store]
+	w.d.topics[topic] = append(w.d.topics[topic], Record{Topic: topic, Offset: int64(len(w.d.topics[topic])), Key: slices.Clone(key), Value: slices.Clone(value), Timestamp: w.d.wall})
+	w.last[store] = int64(len(w.d.topics[topic]) - 1)
+	return nil
+}
+
+// AdvanceWallClock moves wall-clock time forward by dt and fires the wall-clock
+// punctuators that became due, committing each task after.
+func (d *Driver) AdvanceWallClock(dt time.Duration) error {
+	if dt < 0 {
+		return fmt.Errorf("topologytest: cannot move wall-clock time back (%v)", dt)
+	}
+	d.wall = d.wall.Add(dt)
+	for _, t := range d.tasks {
+		d.current = t
+		err := t.PunctuateWallClock(d.wall)
+		d.current = nil
+		if err != nil {
+			t.Stores().Discard()
+			return err
+		}
+		if err := d.commit(t); err != nil {
+			return err
+		}
+		for len(d.queue) > 0 {
+			rec := d.queue[0]
+			d.queue = d.queue[1:]
+			if err := d.process(rec); err != nil {
+				d.queue = nil
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// WallClock is the driver's current wall-clock time.
+func (d *Driver) WallClock() time.Time { return d.wall }
+
+// Records returns every record written to topic so far (input, output, changelog and
+// repartition topics alike; internal topics by their full name).
+func (d *Driver) Records(topic string) []Record { return slices.Clone(d.topics[topic]) }
+
+// ChangelogTopic is the name of a store's changelog topic in this driver.
+func (d *Driver) ChangelogTopic(store string) string {
+	return names.ChangelogTopic(d.cfg.ApplicationID, store)
+}
+
+// collector is the driver as the tasks' Collector.
+type collector Driver
+
+func (c *collector) Send(topic string, partition int32, key, value []byte, headers []processor.Header, ts time.Time) error {
+	if partition != 0 {
+		return fmt.Errorf("topologytest: partition %d of topic %q: the driver's topics have one partition", partition, topic)
+	}
+	(*Driver)(c).append(topic, slices.Clone(key), slices.Clone(value), headers, ts)
+	return nil
+}
+
+func (c *collector) Partitions(string) (int32, error) { return 1, nil }
+
+// InputTopic pipes typed records into a topic.
+type InputTopic[K, V any] struct {
+	d      *Driver
+	topic  string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+}
+
+// NewInputTopic returns a typed writer for topic.
+func NewInputTopic[K, V any](d *Driver, topic string, keys serde.Serde[K], values serde.Serde[V]) *InputTopic[K, V] {
+	return &InputTopic[K, V]{d: d, topic: topic, keys: keys, values: values}
+}
+
+// Pipe writes one record with the driver's next default timestamp and processes it.
+func (in *InputTopic[K, V]) Pipe(key K, value V) error {
+	return in.PipeAt(key, value, time.Time{})
+}
+
+// PipeAt writes one record with timestamp ts and processes it.
+func (in *InputTopic[K, V]) PipeAt(key K, value V, ts time.Time) error {
+	kb, err := in.keys.Serialize(in.topic, key)
+	if err != nil {
+		return err
+	}
+	vb, err := in.values.Serialize(in.topic, value)
+	if err != nil {
+		return err
+	}
+	return in.d.PipeRaw(in.topic, kb, vb, nil, ts)
+}
+
+// PipeValues writes records with no key (nil key bytes), one per value.
+func (in *InputTopic[K, V]) PipeValues(values ...V) error {
+	for _, v := range values {
+		vb, err := in.values.Serialize(in.topic, v)
+		if err != nil {
+			return err
+		}
+		if err := in.d.PipeRaw(in.topic, nil, vb, nil, time.Time{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OutputTopic reads typed records from a topic.
+type OutputTopic[K, V any] struct {
+	d      *Driver
+	topic  string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+}
+
+// NewOutputTopic returns a typed reader of topic.
+func NewOutputTopic[K, V any](d *Driver, topic string, keys serde.Serde[K], values serde.Serde[V]) *OutputTopic[K, V] {
+	return &OutputTopic[K, V]{d: d, topic: topic, keys: keys, values: values}
+}
+
+// ReadRecords returns the records written since the last read, and marks them read.
+func (out *OutputTopic[K, V]) ReadRecords() ([]processor.Record[K, V], error) {
+	all := out.d.topics[out.topic]
+	start := out.d.read[out.topic]
+	out.d.read[out.topic] = len(all)
+	var recs []processor.Record[K, V]
+	for _, r := range all[start:] {
+		k, err := out.keys.Deserialize(out.topic, r.Key)
+		if err != nil {
+			return nil, fmt.Errorf("topologytest: topic %q offset %d: %w", out.topic, r.Offset, err)
+		}
+		v, err := out.values.Deserialize(out.topic, r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("topologytest: topic %q offset %d: %w", out.topic, r.Offset, err)
+		}
+		recs = append(recs, processor.Record[K, V]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers})
+	}
+	return recs, nil
+}
+
+// ReadKeyValueMap reads the unread records and returns the last value per key, as a
+// compacted topic would keep.
+func (out *OutputTopic[K, V]) ReadKeyValueMap() (map[string]V, error) {
+	recs, err := out.ReadRecords()
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]V{}
+	for _, r := range recs {
+		m[fmt.Sprint(r.Key)] = r.Value
+	}
+	return m, nil
+}
+
+// KeyValueStore returns a store of the topology for reading (and, in tests, writing).
+// Writes made through it are committed at the next piped record.
+func KeyValueStore[K, V any](d *Driver, name string) (statestore.KeyValueStore[K, V], error) {
+	for _, t := range d.tasks {
+		s, err := t.Store(name)
+		if err != nil {
+			continue
+		}
+		kv, ok := s.(statestore.KeyValueStore[K, V])
+		if !ok {
+			return nil, fmt.Errorf("topologytest: store %q is a %T, not a KeyValueStore of the asked types", name, s)
+		}
+		return kv, nil
+	}
+	return nil, fmt.Errorf("topologytest: %w: %q", statestore.ErrUnknownStore, name)
+}
