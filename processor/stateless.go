@@ -77,5 +77,7 @@ func (p *funcProcessor[KIn, VIn, KOut, VOut]) Init(ctx Context[KOut, VOut]) erro
 	return nil
 }
 
-func (p *funcProcessor[KIn, VIn, KOut, VOut]) Process(r Record[KIn, VIn]) error { return p.fn(p.ctx, r) }
-func (p *funcProcessor[KIn, VIn, KOut, VOut]) Close() error                     { return nil }
+func (p *funcProcessor[KIn, VIn, KOut, VOut]) Process(r Record[KIn, VIn]) error {
+	return p.fn(p.ctx, r)
+}
+func (p *funcProcessor[KIn, VIn, KOut, VOut]) Close() error { return nil }

@@ -37,9 +37,9 @@ func Bytes() Serde[[]byte] { return bytesSerde{} }
 
 type bytesSerde struct{}
 
-func (bytesSerde) Name() string                                    { return "Bytes" }
-func (bytesSerde) PreservesOrder() bool                            { return true }
-func (bytesSerde) Serialize(_ string, v []byte) ([]byte, error)    { return v, nil }
+func (bytesSerde) Name() string                                      { return "Bytes" }
+func (bytesSerde) PreservesOrder() bool                              { return true }
+func (bytesSerde) Serialize(_ string, v []byte) ([]byte, error)      { return v, nil }
 func (bytesSerde) Deserialize(_ string, data []byte) ([]byte, error) { return data, nil }
 
 // Int64 returns the 8-byte big-endian serde of Kafka's LongSerializer. Byte order equals
