@@ -86,15 +86,25 @@ func (int32Serde) Deserialize(topic string, data []byte) (int32, error) {
 	return int32(binary.BigEndian.Uint32(data)), nil
 }
 
-// Float64 returns the 8-byte IEEE 754 big-endian serde of Kafka's DoubleSerializer.
+// Float64 returns the 8-byte IEEE 754 big-endian serde of Kafka's DoubleSerializer. Like
+// Java's Double.doubleToLongBits, it writes every NaN as the one canonical NaN
+// (7ff8000000000000), so equal values give equal bytes (and equal keys) in both.
 func Float64() Serde[float64] { return float64Serde{} }
+
+// canonicalNaN is the bit pattern of Java's Double.NaN; Go's math.NaN differs in its
+// lowest bit.
+const canonicalNaN = 0x7ff8000000000000
 
 type float64Serde struct{}
 
 func (float64Serde) Name() string { return "Float64" }
 
 func (float64Serde) Serialize(_ string, v float64) ([]byte, error) {
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), math.Float64bits(v)), nil
+	bits := math.Float64bits(v)
+	if math.IsNaN(v) {
+		bits = canonicalNaN
+	}
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), bits), nil
 }
 
 func (float64Serde) Deserialize(topic string, data []byte) (float64, error) {
@@ -111,8 +121,8 @@ func (float64Serde) Deserialize(topic string, data []byte) (float64, error) {
 // fails to deserialize (wrapping ErrTombstone) unless T is a pointer, map, slice or
 // interface type, in which case it becomes T's nil; a nil T serializes to nil bytes.
 func JSON[T any]() Serde[T] {
-	var zero T
-	return jsonSerde[T]{name: "JSON[" + reflect.TypeOf(&zero).Elem().String() + "]", nilable: nilable(reflect.TypeOf(&zero).Elem())}
+	t := reflect.TypeFor[T]()
+	return jsonSerde[T]{name: "JSON[" + t.String() + "]", nilable: nilable(t)}
 }
 
 func nilable(t reflect.Type) bool {
