@@ -27,9 +27,11 @@ type Subtopology struct {
 	// Repartitions are the names of the repartition topics it reads; the topic of name
 	// n is <applicationID>-<n>-repartition.
 	Repartitions []string
-	// Stores are the stores of its processors; each has the changelog topic
-	// <applicationID>-<store>-changelog.
+	// Stores are the stores of its processors.
 	Stores []string
+	// LoggedStores are the stores of Stores that have a changelog topic,
+	// <applicationID>-<store>-changelog (all but those made WithoutChangelog).
+	LoggedStores []string
 	// RepartitionSinks are the names of the repartition topics it writes.
 	RepartitionSinks []string
 	// SinkTopics are the user topics it writes.
@@ -39,7 +41,7 @@ type Subtopology struct {
 // InternalTopics returns the changelog and repartition topics of the sub-topology for an
 // application: the topics the runtime creates.
 func (s Subtopology) InternalTopics(appID string) (changelogs, repartitions []string) {
-	for _, st := range s.Stores {
+	for _, st := range s.LoggedStores {
 		changelogs = append(changelogs, names.ChangelogTopic(appID, st))
 	}
 	for _, r := range s.Repartitions {
@@ -61,6 +63,9 @@ func (t *Topology) Subtopologies() []Subtopology {
 		}
 		for _, store := range s.Stores {
 			st.Stores = append(st.Stores, store.Name)
+			if store.Logged {
+				st.LoggedStores = append(st.LoggedStores, store.Name)
+			}
 		}
 		out = append(out, st)
 	}
@@ -173,7 +178,8 @@ func typeName(t reflect.Type) string {
 	if t == nil {
 		return "nothing"
 	}
-	return t.String()
+	// reflect spells []byte as []uint8; write it as users do.
+	return strings.ReplaceAll(t.String(), "[]uint8", "[]byte")
 }
 
 func quoteAll(ss []string) []string {

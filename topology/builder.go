@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/processor"
@@ -64,10 +65,27 @@ func (b *Builder) add(n *graph.Node) {
 	b.byName[n.Name] = n
 }
 
+// checkTopicPart reports a name that becomes part of an internal topic name (a store's
+// changelog, a repartition topic) but would make an illegal Kafka topic name.
+func (b *Builder) checkTopicPart(what, name string) {
+	if name == "" {
+		return // reported as an empty name
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			b.fail("%s name %q: it is part of a topic name, so it may hold only ASCII letters, digits, '.', '_' and '-'", what, name)
+			return
+		}
+	}
+}
+
 // AddSource adds a source node that reads the given topics and forwards (K, V) records.
 func AddSource[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], topics ...string) {
 	if len(topics) == 0 {
 		b.fail("source %q reads no topic", name)
+	}
+	if slices.Contains(topics, "") {
+		b.fail("source %q reads an empty topic name", name)
 	}
 	b.add(&graph.Node{
 		Name: name, Kind: graph.Source, Topics: topics,
@@ -151,6 +169,7 @@ func (r *RepartitionNode[K, V]) WithPartitioner(p Partitioner[K, V]) *Repartitio
 // the topic back, so children of name see records partitioned by their (new) key. The
 // runtime creates the topic. The two sides belong to different sub-topologies.
 func AddRepartition[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], parents ...string) *RepartitionNode[K, V] {
+	b.checkTopicPart("repartition", name)
 	sink := &graph.Node{
 		Name: name + "-sink", Kind: graph.Sink, Topics: []string{name}, Internal: true, Parents: parents,
 		InKey: reflect.TypeFor[K](), InValue: reflect.TypeFor[V](),
@@ -199,6 +218,7 @@ func AddKeyValueStore[K, V any](b *Builder, name string, keys serde.Serde[K], va
 	if name == "" {
 		b.fail("a store has an empty name")
 	}
+	b.checkTopicPart("store", name)
 	st := &graph.Store{
 		Name: name, Index: len(b.stores), Processors: processors, Logged: true,
 		KeyType: reflect.TypeFor[K](), ValueType: reflect.TypeFor[V](),

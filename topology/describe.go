@@ -7,32 +7,36 @@ import (
 	"github.com/eddy-streams/eddy/internal/graph"
 )
 
-// Describe returns a readable text form of the topology in the spirit of Kafka Streams'
-// TopologyDescription: each sub-topology with its nodes, their topics, stores, types and
-// edges ("-->" to children, "<--" from parents). Repartition and changelog topics are
-// shown without the application ID prefix the runtime adds.
+// Describe returns a readable text form of the topology in the form of Kafka Streams'
+// TopologyDescription, so its readers' habits carry over: each sub-topology with its
+// nodes in the order they were added, their topics and stores, and their edges ("-->"
+// to children, "<--" from parents, "none" when there are none). An indented line more
+// per node gives the key and value types and serdes, and each store of a sub-topology
+// is listed with its processors, changelog and kind. Repartition and changelog topics
+// are shown without the application ID prefix the runtime adds.
 func (t *Topology) Describe() string {
 	var sb strings.Builder
 	sb.WriteString("Topologies:\n")
-	for _, s := range t.g.Subtopologies {
+	for i, s := range t.g.Subtopologies {
+		if i > 0 {
+			sb.WriteString("\n")
+		}
 		fmt.Fprintf(&sb, "   Sub-topology: %d\n", s.ID)
 		for _, n := range s.Nodes {
 			switch n.Kind {
 			case graph.Source:
-				fmt.Fprintf(&sb, "    Source: %s (topics: [%s]) -> (%s, %s) [%s, %s]\n", n.Name, strings.Join(topicLabels(n), ", "),
-					typeName(n.OutKey), typeName(n.OutValue), n.KeySerde, n.ValueSerde)
+				fmt.Fprintf(&sb, "    Source: %s (topics: [%s])\n", n.Name, strings.Join(topicLabels(n), ", "))
+				fmt.Fprintf(&sb, "      --> %s\n", nodeList(n.Children))
+				fmt.Fprintf(&sb, "      forwards (%s, %s), serdes (%s, %s)\n", typeName(n.OutKey), typeName(n.OutValue), n.KeySerde, n.ValueSerde)
 			case graph.Processor:
-				fmt.Fprintf(&sb, "    Processor: %s (stores: [%s]) (%s, %s) -> (%s, %s)\n", n.Name, strings.Join(n.Stores, ", "),
-					typeName(n.InKey), typeName(n.InValue), typeName(n.OutKey), typeName(n.OutValue))
+				fmt.Fprintf(&sb, "    Processor: %s (stores: [%s])\n", n.Name, strings.Join(n.Stores, ", "))
+				fmt.Fprintf(&sb, "      --> %s\n", nodeList(n.Children))
+				fmt.Fprintf(&sb, "      <-- %s\n", nodeList(n.Parents))
+				fmt.Fprintf(&sb, "      takes (%s, %s), forwards (%s, %s)\n", typeName(n.InKey), typeName(n.InValue), typeName(n.OutKey), typeName(n.OutValue))
 			case graph.Sink:
-				fmt.Fprintf(&sb, "    Sink: %s (topic: %s) (%s, %s) [%s, %s]\n", n.Name, topicLabels(n)[0],
-					typeName(n.InKey), typeName(n.InValue), n.KeySerde, n.ValueSerde)
-			}
-			if len(n.Children) > 0 {
-				fmt.Fprintf(&sb, "      --> %s\n", strings.Join(n.Children, ", "))
-			}
-			if len(n.Parents) > 0 {
-				fmt.Fprintf(&sb, "      <-- %s\n", strings.Join(n.Parents, ", "))
+				fmt.Fprintf(&sb, "    Sink: %s (topic: %s)\n", n.Name, topicLabels(n)[0])
+				fmt.Fprintf(&sb, "      <-- %s\n", nodeList(n.Parents))
+				fmt.Fprintf(&sb, "      takes (%s, %s), serdes (%s, %s)\n", typeName(n.InKey), typeName(n.InValue), n.KeySerde, n.ValueSerde)
 			}
 		}
 		for _, st := range s.Stores {
@@ -44,11 +48,18 @@ func (t *Topology) Describe() string {
 			if st.InMemory {
 				kind = "in-memory"
 			}
-			fmt.Fprintf(&sb, "    Store: %s (%s, %s) [%s, %s] (%s, %s)\n", st.Name, typeName(st.KeyType), typeName(st.ValueType),
-				st.KeySerde, st.ValueSerde, kind, logged)
+			fmt.Fprintf(&sb, "    Store: %s (processors: [%s], %s, %s)\n", st.Name, strings.Join(st.Processors, ", "), logged, kind)
+			fmt.Fprintf(&sb, "      keys %s, values %s, serdes (%s, %s)\n", typeName(st.KeyType), typeName(st.ValueType), st.KeySerde, st.ValueSerde)
 		}
 	}
 	return sb.String()
+}
+
+func nodeList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 func topicLabels(n *graph.Node) []string {
@@ -78,10 +89,10 @@ func (t *Topology) DescribeDOT() string {
 			case graph.Sink:
 				shape = "house"
 			}
-			fmt.Fprintf(&sb, "    %q [shape=%s, label=\"%s: %s\"];\n", "node:"+n.Name, shape, n.Kind, n.Name)
+			fmt.Fprintf(&sb, "    %q [shape=%s, label=%q];\n", "node:"+n.Name, shape, n.Kind.String()+": "+n.Name)
 		}
 		for _, st := range s.Stores {
-			fmt.Fprintf(&sb, "    %q [shape=cylinder, label=\"store: %s\"];\n", "store:"+st.Name, st.Name)
+			fmt.Fprintf(&sb, "    %q [shape=cylinder, label=%q];\n", "store:"+st.Name, "store: "+st.Name)
 		}
 		sb.WriteString("  }\n")
 		for _, n := range s.Nodes {
@@ -126,10 +137,10 @@ func (t *Topology) DescribeMermaid() string {
 	for _, s := range t.g.Subtopologies {
 		fmt.Fprintf(&sb, "  subgraph sub%d[\"Sub-topology %d\"]\n", s.ID, s.ID)
 		for _, n := range s.Nodes {
-			fmt.Fprintf(&sb, "    %s[\"%s: %s\"]\n", id("node:"+n.Name), n.Kind, n.Name)
+			fmt.Fprintf(&sb, "    %s[\"%s: %s\"]\n", id("node:"+n.Name), n.Kind, mermaidText(n.Name))
 		}
 		for _, st := range s.Stores {
-			fmt.Fprintf(&sb, "    %s[(\"store: %s\")]\n", id("store:"+st.Name), st.Name)
+			fmt.Fprintf(&sb, "    %s[(\"store: %s\")]\n", id("store:"+st.Name), mermaidText(st.Name))
 		}
 		sb.WriteString("  end\n")
 	}
@@ -138,7 +149,7 @@ func (t *Topology) DescribeMermaid() string {
 			for _, tp := range topicLabels(n) {
 				if !topics[tp] {
 					topics[tp] = true
-					fmt.Fprintf(&sb, "  %s([\"topic: %s\"])\n", id("topic:"+tp), tp)
+					fmt.Fprintf(&sb, "  %s([\"topic: %s\"])\n", id("topic:"+tp), mermaidText(tp))
 				}
 				if n.Kind == graph.Source {
 					fmt.Fprintf(&sb, "  %s --> %s\n", id("topic:"+tp), id("node:"+n.Name))
@@ -155,4 +166,10 @@ func (t *Topology) DescribeMermaid() string {
 		}
 	}
 	return sb.String()
+}
+
+// mermaidText escapes a name for a quoted Mermaid label, where a double quote would end
+// the label; Mermaid reads entity codes there.
+func mermaidText(s string) string {
+	return strings.NewReplacer(`"`, "#quot;", "<", "#lt;", ">", "#gt;").Replace(s)
 }
