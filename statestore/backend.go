@@ -50,7 +50,8 @@ func SortEntries(es []Entry) {
 	slices.SortFunc(es, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
 }
 
-// BytesIterator walks raw key-value pairs in key order.
+// BytesIterator walks raw key-value pairs in key order. The slices Key and Value return
+// are valid only until the next call of Next or Close: copy what must outlive them.
 type BytesIterator interface {
 	Next() bool
 	Key() []byte

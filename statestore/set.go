@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 )
 
@@ -143,10 +142,15 @@ func (s *Set) Close() error {
 	}
 	s.Discard()
 	s.closed = true
+	// Several stores may share one extra backend (a task's in-memory stores): close each
+	// backend once.
+	closed := map[Backend]bool{s.backend: true}
 	errs := []error{s.backend.Close()}
-	for _, b := range s.buffers {
-		if b.backend != s.backend {
-			errs = append(errs, b.backend.Close())
+	for _, name := range s.names {
+		be := s.buffers[name].backend
+		if !closed[be] {
+			closed[be] = true
+			errs = append(errs, be.Close())
 		}
 	}
 	return errors.Join(errs...)
@@ -179,7 +183,9 @@ func (b *Buffer) Logged() bool { return b.logged }
 // backend; nil when absent.
 func (b *Buffer) Get(key []byte) ([]byte, error) {
 	if d, ok := b.dirty[string(key)]; ok {
-		return d.value, nil
+		// A copy: a serde may hand the bytes to the caller (Bytes does), who must not be
+		// able to change a buffered value behind the store's back.
+		return bytes.Clone(d.value), nil
 	}
 	v, err := b.backend.Get(b.name, key)
 	if err != nil {
@@ -310,7 +316,8 @@ func (m *mergeIterator) Next() bool {
 			m.advOver, m.advUnder = true, sameKey
 			return true
 		default:
-			m.key, m.val = slices.Clone(m.under.Key()), slices.Clone(m.under.Value())
+			// Valid until under's next step, which is all BytesIterator promises.
+			m.key, m.val = m.under.Key(), m.under.Value()
 			m.advUnder = true
 			return true
 		}

@@ -129,10 +129,8 @@ func (s *typedStore[K, V]) All() (Iterator[K, V], error) {
 }
 
 func (s *typedStore[K, V]) iterate(from, to []byte) (Iterator[K, V], error) {
-	if from == nil {
-		from = nil
-	} else if len(from) == 0 {
-		from = nil // the empty key is the smallest: an open bound
+	if len(from) == 0 {
+		from = nil // the empty key is the smallest: an open lower bound
 	}
 	if to != nil && from != nil && bytes.Compare(from, to) >= 0 {
 		return &typedIterator[K, V]{s: s, it: &sliceIterator{}}, nil
@@ -171,12 +169,14 @@ func (t *typedIterator[K, V]) Next() bool {
 	if t.err != nil || !t.it.Next() {
 		return false
 	}
+	// The bytes of a backend iterator are valid only until its next step (bbolt's point
+	// into a read transaction), and a serde may keep them (Bytes does): hand it copies.
 	var err error
-	if t.k, err = t.s.keys.Deserialize(t.s.topic, t.it.Key()); err != nil {
+	if t.k, err = t.s.keys.Deserialize(t.s.topic, bytes.Clone(t.it.Key())); err != nil {
 		t.err = &StoreError{Store: t.s.buf.name, Op: "iterate: deserialize key", Err: err}
 		return false
 	}
-	if t.v, err = t.s.values.Deserialize(t.s.topic, t.it.Value()); err != nil {
+	if t.v, err = t.s.values.Deserialize(t.s.topic, bytes.Clone(t.it.Value())); err != nil {
 		t.err = &StoreError{Store: t.s.buf.name, Op: "iterate: deserialize value", Err: err}
 		return false
 	}
