@@ -1,0 +1,95 @@
+// Package eddy runs stream-processing topologies on Apache Kafka with exactly-once
+// semantics: what Kafka Streams is on the JVM, as a Go library.
+//
+// Describe the computation with the topology package, then run it:
+//
+//	topo, err := wordcount.Topology()
+//	app, err := eddy.New(topo, eddy.Config{
+//		ApplicationID: "wordcount",
+//		Brokers:       []string{"localhost:9092"},
+//	})
+//	err = app.Run(ctx) // until ctx ends or a fatal error
+//
+// An application runs one task per sub-topology and partition of its source topics.
+// Instances started with the same ApplicationID share the tasks through a Kafka consumer
+// group. Each task keeps its state stores in a local bbolt file, backed by a compacted
+// changelog topic, and commits output records, changelog records and consumed offsets in
+// one Kafka transaction (Guarantee ExactlyOnce, the default). A task that moves to
+// another instance restores its stores from the changelog, reading only the tail where
+// a local checkpoint exists.
+package eddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/topology"
+)
+
+// App is an application: a topology and its configuration. Run it once.
+type App struct {
+	topo    *topology.Topology
+	g       *graph.Graph
+	cfg     Config
+	sarama  *sarama.Config
+	started atomic.Bool
+}
+
+// Sentinel errors.
+var (
+	// ErrMissingTopic: a source, sink or dead-letter topic does not exist.
+	ErrMissingTopic = errors.New("eddy: topic does not exist")
+	// ErrPartitionMismatch: topics that must be co-partitioned are not.
+	ErrPartitionMismatch = errors.New("eddy: partition counts do not match")
+	// ErrStateDirLocked: another process uses the state directory.
+	ErrStateDirLocked = errors.New("eddy: state directory is locked by another process")
+	// ErrAlreadyRun: Run was called twice.
+	ErrAlreadyRun = errors.New("eddy: Run called twice on one App")
+)
+
+// New checks the configuration and makes an App. A bad setting is an error (wrapping
+// ErrConfig) that names it.
+func New(topo *topology.Topology, cfg Config) (*App, error) {
+	if topo == nil {
+		return nil, configErr("topology", "nil")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := c.saramaConfig()
+	if err != nil {
+		return nil, err
+	}
+	return &App{topo: topo, g: topo.Graph(), cfg: c, sarama: sc}, nil
+}
+
+// Config returns the configuration with its defaults filled in.
+func (a *App) Config() Config { return a.cfg }
+
+// Run runs the application until ctx ends (then it commits the open transactions,
+// closes the stores and leaves the group, and returns nil) or a fatal error stops it
+// (returned: a processor's error names task, node and offset). Start-up checks come
+// first: source and sink topics must exist, the sources of one sub-topology must have
+// equal partition counts, and the internal topics are created.
+func (a *App) Run(ctx context.Context) error {
+	if !a.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	rt, err := newRuntime(a)
+	if err != nil {
+		return err
+	}
+	defer rt.close()
+	if err := rt.prepareTopics(ctx); err != nil {
+		return err
+	}
+	return rt.run(ctx)
+}
+
+func (a *App) String() string { return fmt.Sprintf("eddy app %q", a.cfg.ApplicationID) }

@@ -1,0 +1,263 @@
+package eddy
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// assignorName is the group protocol name; every instance of an application uses it.
+const assignorName = "eddy-v1"
+
+// subscriptionData is what a member tells the leader when it joins.
+type subscriptionData struct {
+	Version int      `json:"v"`
+	Owned   []string `json:"owned,omitempty"` // tasks assigned to it in the last generation
+	State   []string `json:"state,omitempty"` // tasks it has a local store file of
+	Host    string   `json:"host,omitempty"`  // advertised host:port for interactive queries
+}
+
+// assignmentData is what the leader tells every member: who owns which task.
+type assignmentData struct {
+	Version int                 `json:"v"`
+	Hosts   map[string][]string `json:"hosts,omitempty"` // host → tasks
+}
+
+// assignor is the group's balance strategy. It gives partition p of every source topic
+// of a sub-topology to one member (the task <subtopology>_p), keeps tasks where they
+// were, prefers members holding a task's local state, and balances task counts.
+//
+// It also carries the runtime's hooks: OnAssignment runs synchronously right after
+// SyncGroup, before sarama fetches the committed offsets, which is where the producers
+// of new tasks must be created (they fence older producers and settle their
+// transactions, so the offsets read next are stable).
+type assignor struct {
+	graph       *graph.Graph
+	appID       string
+	topicToSub  map[string]int // resolved source topic → sub-topology ID
+	host        string
+	localState  func() []processor.TaskID
+	onAssign    func(tasks []processor.TaskID, generation int32, hosts map[string][]string)
+	logf        func(msg string, args ...any)
+	mu          sync.Mutex
+	owned       []processor.TaskID
+	lastHosts   map[string][]string // leader: hosts of the plan being synced
+	lastMembers map[string]string   // leader: member → host
+}
+
+func newAssignor(g *graph.Graph, appID string) *assignor {
+	a := &assignor{graph: g, appID: appID, topicToSub: map[string]int{}}
+	for _, s := range g.Subtopologies {
+		for _, t := range s.AllSourceTopics(appID) {
+			a.topicToSub[t] = s.ID
+		}
+	}
+	return a
+}
+
+func (a *assignor) Name() string { return assignorName }
+
+// SubscriptionUserData implements sarama.SubscriptionUserDataBalanceStrategy.
+func (a *assignor) SubscriptionUserData(topics []string) ([]byte, error) {
+	a.mu.Lock()
+	sd := subscriptionData{Version: 1, Host: a.host}
+	for _, t := range a.owned {
+		sd.Owned = append(sd.Owned, t.String())
+	}
+	a.mu.Unlock()
+	if a.localState != nil {
+		for _, t := range a.localState() {
+			sd.State = append(sd.State, t.String())
+		}
+	}
+	return json.Marshal(sd)
+}
+
+// tasksOf maps topic partitions to tasks.
+func (a *assignor) tasksOf(topics map[string][]int32) []processor.TaskID {
+	set := map[processor.TaskID]bool{}
+	for topic, parts := range topics {
+		sub, ok := a.topicToSub[topic]
+		if !ok {
+			continue
+		}
+		for _, p := range parts {
+			set[processor.TaskID{Subtopology: sub, Partition: p}] = true
+		}
+	}
+	return sortedTasks(set)
+}
+
+func sortedTasks(set map[processor.TaskID]bool) []processor.TaskID {
+	out := make([]processor.TaskID, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Partition != out[j].Partition {
+			return out[i].Partition < out[j].Partition
+		}
+		return out[i].Subtopology < out[j].Subtopology
+	})
+	return out
+}
+
+// Plan implements sarama.BalanceStrategy; it runs on the group leader.
+func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
+	// The tasks: each sub-topology has as many as its source topics have partitions.
+	all := map[processor.TaskID]bool{}
+	for _, s := range a.graph.Subtopologies {
+		n := -1
+		for _, t := range s.AllSourceTopics(a.appID) {
+			parts, ok := topics[t]
+			if !ok {
+				continue
+			}
+			if n < 0 || len(parts) < n {
+				n = len(parts)
+			}
+		}
+		for p := 0; p < n; p++ {
+			all[processor.TaskID{Subtopology: s.ID, Partition: int32(p)}] = true
+		}
+	}
+	tasks := sortedTasks(all)
+	ids := make([]string, 0, len(members))
+	subs := map[string]subscriptionData{}
+	for id, m := range members {
+		ids = append(ids, id)
+		var sd subscriptionData
+		if len(m.UserData) > 0 {
+			if err := json.Unmarshal(m.UserData, &sd); err != nil && a.logf != nil {
+				a.logf("ignoring unreadable subscription data", "member", id, "error", err)
+			}
+		}
+		subs[id] = sd
+	}
+	sort.Strings(ids)
+	assignment := assignTasks(tasks, ids, subs)
+
+	plan := sarama.BalanceStrategyPlan{}
+	hosts := map[string][]string{}
+	memberHosts := map[string]string{}
+	for _, id := range ids {
+		memberHosts[id] = subs[id].Host
+		// Every member gets an assignment, even an empty one, so it learns the hosts
+		// and its OnAssignment runs (it must close the tasks it had).
+		plan[id] = map[string][]int32{}
+		for _, t := range assignment[id] {
+			for _, topic := range a.graph.Subtopologies[t.Subtopology].AllSourceTopics(a.appID) {
+				if _, ok := topics[topic]; ok {
+					plan.Add(id, topic, t.Partition)
+				}
+			}
+			if h := subs[id].Host; h != "" {
+				hosts[h] = append(hosts[h], t.String())
+			}
+		}
+	}
+	a.mu.Lock()
+	a.lastHosts, a.lastMembers = hosts, memberHosts
+	a.mu.Unlock()
+	return plan, nil
+}
+
+// assignTasks spreads tasks over members (sorted IDs): at most ceil(tasks/members)
+// each; first to the previous owner, then to a member holding the task's local state,
+// then to the least loaded member.
+func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscriptionData) map[string][]processor.TaskID {
+	out := map[string][]processor.TaskID{}
+	if len(ids) == 0 {
+		return out
+	}
+	capacity := (len(tasks) + len(ids) - 1) / len(ids)
+	owner := map[processor.TaskID]string{}
+	holders := map[processor.TaskID][]string{}
+	for _, id := range ids {
+		for _, s := range subs[id].Owned {
+			if t, err := processor.ParseTaskID(s); err == nil {
+				if _, taken := owner[t]; !taken {
+					owner[t] = id
+				}
+			}
+		}
+		for _, s := range subs[id].State {
+			if t, err := processor.ParseTaskID(s); err == nil {
+				holders[t] = append(holders[t], id)
+			}
+		}
+	}
+	assigned := map[processor.TaskID]bool{}
+	give := func(id string, t processor.TaskID) bool {
+		if assigned[t] || len(out[id]) >= capacity {
+			return false
+		}
+		out[id] = append(out[id], t)
+		assigned[t] = true
+		return true
+	}
+	for _, t := range tasks {
+		if id, ok := owner[t]; ok {
+			give(id, t)
+		}
+	}
+	for _, t := range tasks {
+		for _, id := range holders[t] {
+			if give(id, t) {
+				break
+			}
+		}
+	}
+	for _, t := range tasks {
+		if assigned[t] {
+			continue
+		}
+		best := ""
+		for _, id := range ids {
+			if best == "" || len(out[id]) < len(out[best]) {
+				best = id
+			}
+		}
+		give(best, t)
+	}
+	return out
+}
+
+// AssignmentData implements sarama.BalanceStrategy: every member learns who owns which
+// task (for interactive queries).
+func (a *assignor) AssignmentData(memberID string, topics map[string][]int32, generationID int32) ([]byte, error) {
+	a.mu.Lock()
+	hosts := a.lastHosts
+	a.mu.Unlock()
+	return json.Marshal(assignmentData{Version: 1, Hosts: hosts})
+}
+
+// OnAssignment implements sarama.OnAssignmentBalanceStrategy. It runs synchronously on
+// sarama's rebalance path after SyncGroup and before the committed offsets are fetched.
+func (a *assignor) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment, generationID int32) {
+	tasks := a.tasksOf(assignment.Topics)
+	var ad assignmentData
+	if len(assignment.UserData) > 0 {
+		if err := json.Unmarshal(assignment.UserData, &ad); err != nil && a.logf != nil {
+			a.logf("ignoring unreadable assignment data", "error", err)
+		}
+	}
+	a.mu.Lock()
+	a.owned = slices.Clone(tasks)
+	a.mu.Unlock()
+	if a.onAssign != nil {
+		a.onAssign(tasks, generationID, ad.Hosts)
+	}
+}
+
+var _ sarama.OnAssignmentBalanceStrategy = (*assignor)(nil)
+var _ sarama.SubscriptionUserDataBalanceStrategy = (*assignor)(nil)
+
+func (a *assignor) String() string { return fmt.Sprintf("assignor(%s)", a.appID) }

@@ -1,0 +1,55 @@
+// Package changelog names and specifies the internal topics of an application and
+// restores stores from their changelogs.
+//
+// Every logged store has a compacted changelog topic, <applicationID>-<store>-changelog,
+// with one partition per task: partition p holds the changes of the store in task
+// <subtopology>_p. The task's commit writes one record per changed key (the last value;
+// nil for a delete) inside its Kafka transaction, so the changelog's committed prefix is
+// exactly the store's history.
+//
+// The Restorer brings a store from its checkpoint up to the changelog partition's last
+// stable offset (never the high-water mark: transaction markers occupy offsets, so a
+// reader waiting for the high-water mark can wait forever), reading with read_committed
+// and applying each fetched batch, with its new checkpoint, in one backend write.
+package changelog
+
+import "github.com/eddy-streams/eddy/internal/names"
+
+// TopicName is the changelog topic of a store: <applicationID>-<store>-changelog.
+func TopicName(appID, store string) string { return names.ChangelogTopic(appID, store) }
+
+// RepartitionTopicName is a repartition topic: <applicationID>-<name>-repartition.
+func RepartitionTopicName(appID, name string) string { return names.RepartitionTopic(appID, name) }
+
+// TopicSpec is an internal topic the runtime creates.
+type TopicSpec struct {
+	Name       string
+	Partitions int32
+	Configs    map[string]string
+}
+
+// ChangelogSpec is the spec of a changelog topic with one partition per task.
+func ChangelogSpec(appID, store string, tasks int32) TopicSpec {
+	return TopicSpec{
+		Name:       TopicName(appID, store),
+		Partitions: tasks,
+		Configs: map[string]string{
+			"cleanup.policy": "compact",
+			// A changelog is the store's durable copy: never delete by time or size.
+			"retention.ms":    "-1",
+			"retention.bytes": "-1",
+		},
+	}
+}
+
+// RepartitionSpec is the spec of a repartition topic. Its records are read once by the
+// downstream sub-topology; time-based retention keeps it bounded.
+func RepartitionSpec(appID, name string, partitions int32) TopicSpec {
+	return TopicSpec{
+		Name:       RepartitionTopicName(appID, name),
+		Partitions: partitions,
+		Configs: map[string]string{
+			"cleanup.policy": "delete",
+		},
+	}
+}

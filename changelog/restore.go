@@ -1,0 +1,195 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/statestore"
+)
+
+// Progress describes a restore under way.
+type Progress struct {
+	Store     string
+	Topic     string
+	Partition int32
+	// Done and Total count offsets (records and transaction markers) from the start of
+	// this restore to the end offset.
+	Done, Total int64
+	// Rate is the records applied per second so far.
+	Rate     float64
+	Finished bool
+}
+
+// Result says what a restore did.
+type Result struct {
+	Store string
+	// From and To are the offsets read: [From, To).
+	From, To int64
+	// Records is the number of changelog records applied.
+	Records int64
+	// Wiped is true when the store was emptied first: it had no checkpoint, or its
+	// checkpoint was outside the changelog (the topic was recreated or truncated).
+	Wiped    bool
+	Duration time.Duration
+}
+
+// Restorer reads changelog partitions into stores. It is safe for concurrent use by
+// several tasks.
+type Restorer struct {
+	Client sarama.Client
+	Logger *slog.Logger
+	// OnProgress, if set, is called after each applied batch and at the end.
+	OnProgress func(Progress)
+	// ProgressEvery is the interval between progress log lines; default 5 s.
+	ProgressEvery time.Duration
+	// FetchMaxBytes bounds one fetch; default 32 MiB.
+	FetchMaxBytes int32
+}
+
+// ErrRestore is wrapped by restore failures that are not the context's.
+var ErrRestore = errors.New("changelog restore failed")
+
+// EndOffsets returns a changelog partition's log start offset and its last stable offset
+// (read_committed end offset).
+func EndOffsets(client sarama.Client, topic string, partition int32) (start, end int64, err error) {
+	return kread.EndOffsets(client, topic, partition)
+}
+
+// Restore brings store (kept in backend) up to the last stable offset of partition of
+// its changelog topic, starting at the store's checkpoint. With no checkpoint, or one
+// outside [log start, end], the store is wiped and read from the start. Each fetched
+// batch is applied with its new checkpoint in one backend write, so a restore stopped by
+// ctx (a rebalance) keeps its progress and resumes there.
+func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, store, topic string, partition int32) (Result, error) {
+	began := time.Now()
+	res := Result{Store: store}
+	logger := r.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("store", store, "changelog", topic, "partition", partition)
+	start, end, err := EndOffsets(r.Client, topic, partition)
+	if err != nil {
+		return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+	}
+	cp, ok, err := backend.Checkpoint(store)
+	if err != nil {
+		return res, fmt.Errorf("%w: store %q: read checkpoint: %w", ErrRestore, store, err)
+	}
+	from := cp
+	if !ok || cp > end || cp < start {
+		if ok {
+			logger.Warn("checkpoint outside the changelog; wiping the store and restoring it all", "checkpoint", cp, "log_start", start, "end", end)
+		}
+		if err := backend.Wipe(store); err != nil {
+			return res, fmt.Errorf("%w: store %q: wipe: %w", ErrRestore, store, err)
+		}
+		res.Wiped = true
+		from = start
+	}
+	res.From, res.To = from, end
+	if from >= end {
+		res.Duration = time.Since(began)
+		r.report(Progress{Store: store, Topic: topic, Partition: partition, Finished: true})
+		return res, nil
+	}
+	logger.Info("restoring store", "from", from, "to", end, "offsets", end-from, "wiped", res.Wiped)
+
+	every := r.ProgressEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	maxBytes := r.FetchMaxBytes
+	if maxBytes <= 0 {
+		maxBytes = 32 << 20
+	}
+	next := from
+	lastLog := time.Now()
+	empty := 0
+	for next < end {
+		if err := ctx.Err(); err != nil {
+			logger.Info("restore interrupted; progress kept", "at", next, "end", end, "records", res.Records)
+			res.Duration = time.Since(began)
+			return res, err
+		}
+		batch, newNext, err := r.fetch(topic, partition, next, end, maxBytes)
+		if err != nil {
+			if errors.Is(err, sarama.ErrOffsetOutOfRange) {
+				// The log start moved past us (truncated): what we have is not a prefix
+				// of the log any more.
+				logger.Warn("changelog truncated under the restore; starting over", "at", next)
+				if err := backend.Wipe(store); err != nil {
+					return res, fmt.Errorf("%w: store %q: wipe: %w", ErrRestore, store, err)
+				}
+				if start, end, err = EndOffsets(r.Client, topic, partition); err != nil {
+					return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+				}
+				res.Wiped, next, res.To = true, start, end
+				continue
+			}
+			return res, fmt.Errorf("%w: store %q: fetch %s/%d at %d: %w", ErrRestore, store, topic, partition, next, err)
+		}
+		if newNext == next {
+			empty++
+			if empty > 20 {
+				return res, fmt.Errorf("%w: store %q: no progress at offset %d of %s/%d below end offset %d", ErrRestore, store, next, topic, partition, end)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		empty = 0
+		if err := backend.Write(statestore.Batch{
+			Writes:      map[string][]statestore.Entry{store: batch},
+			Checkpoints: map[string]int64{store: newNext},
+		}); err != nil {
+			return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, err)
+		}
+		res.Records += int64(len(batch))
+		next = newNext
+		rate := float64(res.Records) / time.Since(began).Seconds()
+		r.report(Progress{Store: store, Topic: topic, Partition: partition, Done: next - from, Total: end - from, Rate: rate})
+		if time.Since(lastLog) >= every {
+			lastLog = time.Now()
+			logger.Info("restoring store", "done", next-from, "remaining", end-next, "records_per_sec", int64(rate))
+		}
+	}
+	res.Duration = time.Since(began)
+	rate := float64(res.Records) / res.Duration.Seconds()
+	r.report(Progress{Store: store, Topic: topic, Partition: partition, Done: end - from, Total: end - from, Rate: rate, Finished: true})
+	logger.Info("store restored", "records", res.Records, "offsets", end-from, "duration", res.Duration.Round(time.Millisecond), "records_per_sec", int64(rate))
+	return res, nil
+}
+
+func (r *Restorer) report(p Progress) {
+	if r.OnProgress != nil {
+		r.OnProgress(p)
+	}
+}
+
+// fetch reads the committed records of [next, end) that one Fetch returns, as store
+// entries in key order (the last value per key; nil values are deletes), and the offset
+// to fetch next.
+func (r *Restorer) fetch(topic string, partition int32, next, end int64, maxBytes int32) ([]statestore.Entry, int64, error) {
+	recs, newNext, err := kread.Fetch(r.Client, topic, partition, next, end, maxBytes)
+	if err != nil {
+		return nil, next, err
+	}
+	index := make(map[string]int, len(recs))
+	entries := make([]statestore.Entry, 0, len(recs))
+	for _, rec := range recs {
+		if i, ok := index[string(rec.Key)]; ok {
+			entries[i].Value = rec.Value
+			continue
+		}
+		index[string(rec.Key)] = len(entries)
+		entries = append(entries, statestore.Entry{Key: rec.Key, Value: rec.Value})
+	}
+	statestore.SortEntries(entries)
+	return entries, newNext, nil
+}

@@ -1,0 +1,204 @@
+package eddy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// Guarantee is the processing guarantee of an application.
+type Guarantee int
+
+const (
+	// ExactlyOnce (the default): output records, changelog records and consumed offsets
+	// of a task are committed together in one Kafka transaction. After any crash the
+	// result equals the result without it: nothing lost, nothing counted twice (for
+	// readers using read_committed).
+	ExactlyOnce Guarantee = iota
+	// AtLeastOnce: no transactions; consumed offsets are committed after the output and
+	// changelog records are acknowledged. Nothing is lost, but after a crash the records
+	// since the last commit are processed again: output can repeat, and stores apply
+	// those records twice (a count can be too high).
+	AtLeastOnce
+)
+
+func (g Guarantee) String() string {
+	if g == AtLeastOnce {
+		return "at-least-once"
+	}
+	return "exactly-once"
+}
+
+// BadRecordPolicy says what happens to an input record that cannot be deserialized.
+type BadRecordPolicy int
+
+const (
+	// FailOnBadRecord stops the application with an error naming the topic, partition
+	// and offset (the default). Nothing past the record is committed.
+	FailOnBadRecord BadRecordPolicy = iota
+	// SkipBadRecord drops the record with a log line and a metric.
+	SkipBadRecord
+	// DeadLetterBadRecord writes the record as it was read to Config.DeadLetterTopic,
+	// with its origin (eddy.dlq.topic, eddy.dlq.partition, eddy.dlq.offset) and the error
+	// (eddy.dlq.error) in headers, inside the task's transaction, and goes on.
+	DeadLetterBadRecord
+)
+
+// Config configures an App. ApplicationID and Brokers are required; every other setting
+// has a safe default.
+type Config struct {
+	// ApplicationID names the application: it is the consumer group ID and the prefix
+	// of its internal topics and transactional IDs. Letters, digits, '.', '_' and '-'.
+	ApplicationID string
+	// Brokers are the bootstrap addresses, host:port.
+	Brokers []string
+	// StateDir holds the task stores: <StateDir>/<ApplicationID>/<taskID>/. Default:
+	// <os.TempDir()>/eddy. A state dir is used by one instance at a time.
+	StateDir string
+	// Guarantee is ExactlyOnce (default) or AtLeastOnce.
+	Guarantee Guarantee
+	// CommitInterval is how often each task commits. Default 100 ms under exactly-once
+	// (it bounds the latency of output visible to read_committed readers) and 1 s under
+	// at-least-once (it bounds the records processed twice after a crash).
+	CommitInterval time.Duration
+	// CommitRecords makes a task commit after that many records even before
+	// CommitInterval; default 10000. It bounds the input kept in memory for replay.
+	CommitRecords int
+	// TransactionTimeout bounds how long the transaction of a crashed instance can
+	// block read_committed readers; default 10 s (as Kafka Streams).
+	TransactionTimeout time.Duration
+	// ReplicationFactor of the internal topics eddy creates; default -1 (the broker's
+	// default.replication.factor).
+	ReplicationFactor int16
+	// OnBadRecord: what to do with a record that cannot be deserialized; default
+	// FailOnBadRecord. DeadLetterTopic must exist when DeadLetterBadRecord is chosen.
+	OnBadRecord     BadRecordPolicy
+	DeadLetterTopic string
+	// StoreSync makes every store flush fsync. Off by default: the changelog is the
+	// durable copy, and a file damaged by a machine crash is detected and restored.
+	StoreSync bool
+	// Sarama, if set, adjusts the sarama configuration eddy builds (TLS, SASL, client
+	// ID, timeouts). Settings exactly-once depends on are enforced after it runs.
+	Sarama func(*sarama.Config)
+	// Logger receives eddy's logs; default slog.Default().
+	Logger *slog.Logger
+	// OnRestore, if set, is told about every store restore when a task starts (like
+	// Kafka Streams' StateRestoreListener): how many records it read, from where.
+	OnRestore func(task processor.TaskID, result changelog.Result)
+}
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("eddy: bad config")
+
+var appIDPattern = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+func configErr(setting, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrConfig, setting, fmt.Sprintf(format, args...))
+}
+
+// withDefaults checks c and fills in its defaults.
+func (c Config) withDefaults() (Config, error) {
+	if c.ApplicationID == "" {
+		return c, configErr("ApplicationID", "required")
+	}
+	if !appIDPattern.MatchString(c.ApplicationID) || len(c.ApplicationID) > 200 {
+		return c, configErr("ApplicationID", "%q: use at most 200 letters, digits, '.', '_' and '-'", c.ApplicationID)
+	}
+	if len(c.Brokers) == 0 {
+		return c, configErr("Brokers", "required (host:port of at least one broker)")
+	}
+	for _, b := range c.Brokers {
+		if i := strings.LastIndex(b, ":"); i <= 0 || i == len(b)-1 {
+			return c, configErr("Brokers", "%q is not host:port", b)
+		}
+	}
+	switch c.Guarantee {
+	case ExactlyOnce, AtLeastOnce:
+	default:
+		return c, configErr("Guarantee", "unknown value %d", c.Guarantee)
+	}
+	if c.CommitInterval < 0 {
+		return c, configErr("CommitInterval", "%v is negative", c.CommitInterval)
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = 100 * time.Millisecond
+		if c.Guarantee == AtLeastOnce {
+			c.CommitInterval = time.Second
+		}
+	}
+	if c.CommitRecords < 0 {
+		return c, configErr("CommitRecords", "%d is negative", c.CommitRecords)
+	}
+	if c.CommitRecords == 0 {
+		c.CommitRecords = 10000
+	}
+	if c.TransactionTimeout < 0 {
+		return c, configErr("TransactionTimeout", "%v is negative", c.TransactionTimeout)
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 10 * time.Second
+	}
+	if c.TransactionTimeout < time.Second {
+		return c, configErr("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = -1
+	}
+	if c.ReplicationFactor < -1 {
+		return c, configErr("ReplicationFactor", "%d: want -1 (broker default) or a positive count", c.ReplicationFactor)
+	}
+	switch c.OnBadRecord {
+	case FailOnBadRecord, SkipBadRecord:
+	case DeadLetterBadRecord:
+		if c.DeadLetterTopic == "" {
+			return c, configErr("DeadLetterTopic", "required with DeadLetterBadRecord")
+		}
+	default:
+		return c, configErr("OnBadRecord", "unknown value %d", c.OnBadRecord)
+	}
+	if c.StateDir == "" {
+		c.StateDir = filepath.Join(os.TempDir(), "eddy")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// saramaConfig builds the base sarama configuration of the application.
+func (c Config) saramaConfig() (*sarama.Config, error) {
+	sc := sarama.NewConfig()
+	sc.ClientID = c.ApplicationID
+	sc.Version = sarama.V3_9_0_0
+	sc.Consumer.Return.Errors = true
+	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	sc.Consumer.IsolationLevel = sarama.ReadCommitted
+	sc.Consumer.Group.Session.Timeout = 10 * time.Second
+	sc.Consumer.Group.Heartbeat.Interval = time.Second
+	sc.Consumer.Group.Rebalance.Timeout = 60 * time.Second
+	sc.Metadata.RefreshFrequency = time.Minute
+	if c.Sarama != nil {
+		c.Sarama(sc)
+	}
+	// What correctness depends on, whatever the hook did:
+	sc.Consumer.IsolationLevel = sarama.ReadCommitted
+	sc.Consumer.Offsets.AutoCommit.Enable = false
+	sc.Consumer.Return.Errors = true
+	if !sc.Version.IsAtLeast(sarama.V2_5_0_0) {
+		return nil, configErr("Sarama", "Version %s is below 2.5.0, which exactly-once needs (KIP-447)", sc.Version)
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, configErr("Sarama", "%v", err)
+	}
+	return sc, nil
+}

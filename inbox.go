@@ -1,0 +1,165 @@
+package eddy
+
+import (
+	"context"
+	"sync"
+
+	"github.com/IBM/sarama"
+)
+
+// inboxLimit bounds the records buffered per source partition of a task. A full queue
+// blocks its claim, which stops sarama fetching that partition.
+const inboxLimit = 4096
+
+// inbox buffers the records the claims of a task deliver, one queue per source topic
+// (the task's partition of it), and hands them to the task in timestamp order across
+// its partitions. It also knows, per topic, the offset up to which input is committed:
+// records below it are dropped (a claim may still deliver them after a recovery).
+type inbox struct {
+	mu     sync.Mutex
+	queues map[string]*queue
+	starts map[string]int64
+	open   bool
+	notify chan struct{} // signalled when a record arrives
+}
+
+type queue struct {
+	msgs  []*sarama.ConsumerMessage
+	head  int
+	space chan struct{} // signalled when a record leaves
+}
+
+func newInbox() *inbox {
+	return &inbox{queues: map[string]*queue{}, starts: map[string]int64{}, notify: make(chan struct{}, 1)}
+}
+
+// reset empties the inbox for a new session and opens it.
+func (in *inbox) reset() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.queues = map[string]*queue{}
+	in.starts = map[string]int64{}
+	in.open = true
+}
+
+// close drops everything and makes push a no-op, so claims never block on a task that
+// stopped.
+func (in *inbox) close() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.open = false
+	for _, q := range in.queues {
+		q.msgs, q.head = nil, 0
+		select {
+		case q.space <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (in *inbox) queue(topic string) *queue {
+	q := in.queues[topic]
+	if q == nil {
+		q = &queue{space: make(chan struct{}, 1)}
+		in.queues[topic] = q
+	}
+	return q
+}
+
+// start records where the claim of topic starts: the committed offset.
+func (in *inbox) start(topic string, offset int64) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.starts[topic] = offset
+	in.queue(topic)
+}
+
+// committed moves the committed offset of topic.
+func (in *inbox) committed(topic string, offset int64) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.starts[topic] = offset
+}
+
+// startOf returns the committed offset of topic (negative: none yet).
+func (in *inbox) startOf(topic string) int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if s, ok := in.starts[topic]; ok {
+		return s
+	}
+	return -1
+}
+
+// push adds a record, waiting while its queue is full; it gives up when ctx ends.
+func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) {
+	for {
+		in.mu.Lock()
+		if !in.open {
+			in.mu.Unlock()
+			return
+		}
+		q := in.queue(msg.Topic)
+		if len(q.msgs)-q.head < inboxLimit {
+			q.msgs = append(q.msgs, msg)
+			in.mu.Unlock()
+			select {
+			case in.notify <- struct{}{}:
+			default:
+			}
+			return
+		}
+		space := q.space
+		in.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// pop returns the next record: the head with the smallest timestamp among the queues
+// (ties: by topic name), skipping records below the committed offset.
+func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for {
+		var best *queue
+		var bestTopic string
+		for topic, q := range in.queues {
+			if q.head >= len(q.msgs) {
+				continue
+			}
+			m := q.msgs[q.head]
+			if best == nil {
+				best, bestTopic = q, topic
+				continue
+			}
+			b := best.msgs[best.head]
+			if m.Timestamp.Before(b.Timestamp) || (m.Timestamp.Equal(b.Timestamp) && topic < bestTopic) {
+				best, bestTopic = q, topic
+			}
+		}
+		if best == nil {
+			return nil, false
+		}
+		m := best.msgs[best.head]
+		best.msgs[best.head] = nil
+		best.head++
+		if best.head == len(best.msgs) {
+			best.msgs, best.head = best.msgs[:0], 0
+		} else if best.head > 1024 && best.head*2 > len(best.msgs) {
+			best.msgs = append(best.msgs[:0], best.msgs[best.head:]...)
+			best.head = 0
+		}
+		select {
+		case best.space <- struct{}{}:
+		default:
+		}
+		if start, ok := in.starts[bestTopic]; ok && m.Offset < start {
+			continue
+		}
+		return m, true
+	}
+}

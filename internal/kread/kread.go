@@ -1,0 +1,234 @@
+// Package kread reads Kafka partitions with read_committed semantics up to a given end
+// offset (usually the last stable offset), with plain Fetch requests over a sarama
+// client. Unlike sarama's partition consumer it reports the position after transaction
+// markers and aborted batches, so a reader knows when it has reached the end even when
+// the last offsets before it are markers.
+package kread
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Record is a committed data record.
+type Record struct {
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []*sarama.RecordHeader
+	Timestamp time.Time
+}
+
+// EndOffsets returns a partition's log start offset and its last stable offset (the
+// read_committed end offset).
+func EndOffsets(client sarama.Client, topic string, partition int32) (start, end int64, err error) {
+	start, err = ListOffset(client, topic, partition, sarama.OffsetOldest)
+	if err != nil {
+		return 0, 0, err
+	}
+	end, err = ListOffset(client, topic, partition, sarama.OffsetNewest)
+	return start, end, err
+}
+
+// ListOffset runs ListOffsets with read_committed isolation for one partition: with
+// sarama.OffsetNewest it returns the last stable offset.
+func ListOffset(client sarama.Client, topic string, partition int32, at int64) (int64, error) {
+	var lastErr error
+	for attempt := 0; attempt < 10; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+			_ = client.RefreshMetadata(topic)
+		}
+		broker, err := client.Leader(topic, partition)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		req := sarama.NewOffsetRequest(client.Config().Version)
+		req.IsolationLevel = sarama.ReadCommitted
+		req.AddBlock(topic, partition, at, 1)
+		resp, err := broker.GetAvailableOffsets(req)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		block := resp.GetBlock(topic, partition)
+		if block == nil {
+			lastErr = sarama.ErrIncompleteResponse
+			continue
+		}
+		if !errors.Is(block.Err, sarama.ErrNoError) {
+			lastErr = block.Err
+			continue
+		}
+		if block.Offset >= 0 {
+			return block.Offset, nil
+		}
+		if len(block.Offsets) > 0 {
+			return block.Offsets[0], nil
+		}
+		lastErr = sarama.ErrIncompleteResponse
+	}
+	return 0, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, lastErr)
+}
+
+// Fetch reads the committed records of [next, end) that one Fetch returns, in offset
+// order, and the offset to fetch next (markers and aborted batches advance it too). An
+// error wrapping sarama.ErrOffsetOutOfRange means next is below the log start.
+func Fetch(client sarama.Client, topic string, partition int32, next, end int64, maxBytes int32) ([]Record, int64, error) {
+	var lastErr error
+	for attempt := 0; attempt < 10; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+			_ = client.RefreshMetadata(topic)
+		}
+		broker, err := client.Leader(topic, partition)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		req := &sarama.FetchRequest{
+			Version:      fetchVersion(client.Config().Version),
+			MaxWaitTime:  250,
+			MinBytes:     1,
+			MaxBytes:     maxBytes,
+			Isolation:    sarama.ReadCommitted,
+			SessionID:    0,
+			SessionEpoch: -1,
+		}
+		req.AddBlock(topic, partition, next, maxBytes, -1)
+		resp, err := broker.Fetch(req)
+		if err != nil {
+			lastErr = err
+			_ = broker.Close()
+			continue
+		}
+		block := resp.GetBlock(topic, partition)
+		if block == nil {
+			lastErr = sarama.ErrIncompleteResponse
+			continue
+		}
+		switch {
+		case errors.Is(block.Err, sarama.ErrNoError):
+		case errors.Is(block.Err, sarama.ErrOffsetOutOfRange):
+			return nil, next, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, block.Err)
+		default:
+			lastErr = block.Err
+			continue
+		}
+		recs, newNext := parseBlock(block, next, end)
+		return recs, newNext, nil
+	}
+	return nil, next, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, lastErr)
+}
+
+// ReadRange calls fn for every committed record in [from, end), in offset order.
+func ReadRange(ctx context.Context, client sarama.Client, topic string, partition int32, from, end int64, fn func(Record) error) error {
+	next := from
+	empty := 0
+	for next < end {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		recs, n, err := Fetch(client, topic, partition, next, end, 16<<20)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if n == next {
+			if empty++; empty > 40 {
+				return fmt.Errorf("read %s/%d: no progress at offset %d below end %d", topic, partition, next, end)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		empty = 0
+		next = n
+	}
+	return nil
+}
+
+// parseBlock applies read_committed filtering as the Java consumer does: a batch of a
+// producer whose aborted transaction started at or before the batch is skipped until
+// that producer's abort marker.
+func parseBlock(block *sarama.FetchResponseBlock, next, end int64) ([]Record, int64) {
+	aborted := slices.Clone(block.AbortedTransactions)
+	slices.SortFunc(aborted, func(a, b *sarama.AbortedTransaction) int {
+		switch {
+		case a.FirstOffset < b.FirstOffset:
+			return -1
+		case a.FirstOffset > b.FirstOffset:
+			return 1
+		}
+		return 0
+	})
+	abortedPIDs := map[int64]bool{}
+	var out []Record
+	for _, recs := range block.RecordsSet {
+		b := recs.RecordBatch
+		if b == nil || b.PartialTrailingRecord {
+			break
+		}
+		last := b.FirstOffset + int64(b.LastOffsetDelta)
+		for len(aborted) > 0 && aborted[0].FirstOffset <= last {
+			abortedPIDs[aborted[0].ProducerID] = true
+			aborted = aborted[1:]
+		}
+		if last < next {
+			continue
+		}
+		switch {
+		case b.Control:
+			if len(b.Records) > 0 && isAbortMarker(b.Records[0].Key) {
+				delete(abortedPIDs, b.ProducerID)
+			}
+		case b.IsTransactional && abortedPIDs[b.ProducerID]:
+			// records of an aborted transaction
+		default:
+			for _, rec := range b.Records {
+				off := b.FirstOffset + rec.OffsetDelta
+				if off < next || off >= end {
+					continue
+				}
+				ts := b.FirstTimestamp.Add(rec.TimestampDelta)
+				if b.LogAppendTime {
+					ts = b.MaxTimestamp
+				}
+				out = append(out, Record{Offset: off, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: ts})
+			}
+		}
+		next = min(last+1, end)
+		if next >= end {
+			break
+		}
+	}
+	return out, next
+}
+
+// isAbortMarker reads a control record key: int16 version, int16 type (0 abort, 1 commit).
+func isAbortMarker(key []byte) bool {
+	return len(key) >= 4 && binary.BigEndian.Uint16(key[2:4]) == 0
+}
+
+func fetchVersion(v sarama.KafkaVersion) int16 {
+	switch {
+	case v.IsAtLeast(sarama.V2_7_0_0):
+		return 12
+	case v.IsAtLeast(sarama.V2_3_0_0):
+		return 11
+	case v.IsAtLeast(sarama.V2_1_0_0):
+		return 10
+	default:
+		return 4
+	}
+}

@@ -1,0 +1,477 @@
+package eddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/txproducer"
+)
+
+// runtime is one running instance of an App: its Kafka clients, its consumer group and
+// its tasks.
+type runtime struct {
+	app    *App
+	cfg    Config
+	g      *graph.Graph
+	logger *slog.Logger
+	sc     *sarama.Config
+
+	client   sarama.Client // group, metadata, offsets, at-least-once producers
+	admin    sarama.ClusterAdmin
+	restoreC sarama.Client // changelog fetches, apart from the group's long polls
+	restorer *changelog.Restorer
+	assignor *assignor
+	lockFile *os.File
+	appDir   string
+
+	topics     []string                   // the group's subscription: every source topic
+	topicToSub map[string]*graph.Subtopology // resolved source topic → sub-topology
+	partsMu    sync.Mutex
+	partitions map[string]int32 // partition counts of output topics
+
+	mu         sync.Mutex
+	tasks      map[processor.TaskID]*taskRunner
+	generation int32
+	hosts      map[string][]string
+
+	// fatal carries the first error that stops the application.
+	fatalOnce sync.Once
+	fatalErr  error
+	stop      context.CancelCauseFunc
+}
+
+func newRuntime(a *App) (*runtime, error) {
+	cfg := a.cfg
+	sc := *a.sarama
+	rt := &runtime{
+		app: a, cfg: cfg, g: a.g, sc: &sc,
+		logger:     cfg.Logger.With("app", cfg.ApplicationID),
+		topicToSub: map[string]*graph.Subtopology{},
+		partitions: map[string]int32{},
+		tasks:      map[processor.TaskID]*taskRunner{},
+		appDir:     filepath.Join(cfg.StateDir, cfg.ApplicationID),
+	}
+	for _, s := range a.g.Subtopologies {
+		for _, t := range s.AllSourceTopics(cfg.ApplicationID) {
+			rt.topics = append(rt.topics, t)
+			rt.topicToSub[t] = s
+		}
+	}
+	sort.Strings(rt.topics)
+	if err := rt.lockStateDir(); err != nil {
+		return nil, err
+	}
+	rt.assignor = newAssignor(a.g, cfg.ApplicationID)
+	rt.assignor.onAssign = rt.onAssignment
+	rt.assignor.localState = rt.localState
+	rt.assignor.logf = func(msg string, args ...any) { rt.logger.Warn(msg, args...) }
+	rt.sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{rt.assignor}
+	var err error
+	rt.client, err = sarama.NewClient(cfg.Brokers, rt.sc)
+	if err != nil {
+		rt.unlockStateDir()
+		return nil, fmt.Errorf("eddy: connect to brokers %v: %w", cfg.Brokers, err)
+	}
+	rt.admin, err = sarama.NewClusterAdminFromClient(rt.client)
+	if err != nil {
+		_ = rt.client.Close()
+		rt.unlockStateDir()
+		return nil, fmt.Errorf("eddy: admin client: %w", err)
+	}
+	rt.restoreC, err = sarama.NewClient(cfg.Brokers, rt.sc)
+	if err != nil {
+		_ = rt.admin.Close()
+		rt.unlockStateDir()
+		return nil, fmt.Errorf("eddy: connect to brokers %v: %w", cfg.Brokers, err)
+	}
+	rt.restorer = &changelog.Restorer{Client: rt.restoreC, Logger: rt.logger}
+	return rt, nil
+}
+
+// lockStateDir takes an exclusive lock on <StateDir>/<ApplicationID>/.lock, so a second
+// instance on the same state dir fails at start with a clear error instead of fighting
+// over the task files.
+func (rt *runtime) lockStateDir() error {
+	if err := os.MkdirAll(rt.appDir, 0o755); err != nil {
+		return fmt.Errorf("eddy: state dir %q: %w", rt.appDir, err)
+	}
+	path := filepath.Join(rt.appDir, ".lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("eddy: state dir lock %q: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		_ = f.Close()
+		return fmt.Errorf("%w: %s (held by %s); give each instance its own StateDir", ErrStateDirLocked, rt.appDir, strings.TrimSpace(string(holder)))
+	}
+	_ = f.Truncate(0)
+	_, _ = fmt.Fprintf(f, "pid %d\n", os.Getpid())
+	rt.lockFile = f
+	return nil
+}
+
+func (rt *runtime) unlockStateDir() {
+	if rt.lockFile != nil {
+		_ = syscall.Flock(int(rt.lockFile.Fd()), syscall.LOCK_UN)
+		_ = rt.lockFile.Close()
+		rt.lockFile = nil
+	}
+}
+
+// localState lists the tasks with a store file in the state dir, for the assignor.
+func (rt *runtime) localState() []processor.TaskID {
+	entries, err := os.ReadDir(rt.appDir)
+	if err != nil {
+		return nil
+	}
+	var out []processor.TaskID
+	for _, e := range entries {
+		if t, err := processor.ParseTaskID(e.Name()); err == nil && e.IsDir() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (rt *runtime) close() {
+	rt.mu.Lock()
+	tasks := make([]*taskRunner, 0, len(rt.tasks))
+	for _, t := range rt.tasks {
+		tasks = append(tasks, t)
+	}
+	rt.tasks = map[processor.TaskID]*taskRunner{}
+	rt.mu.Unlock()
+	for _, t := range tasks {
+		t.close()
+	}
+	_ = rt.admin.Close() // closes the client too
+	_ = rt.restoreC.Close()
+	rt.unlockStateDir()
+}
+
+// fail records the first fatal error and stops the application.
+func (rt *runtime) fail(err error) {
+	rt.fatalOnce.Do(func() {
+		rt.fatalErr = err
+		rt.logger.Error("stopping the application", "error", err)
+		if rt.stop != nil {
+			rt.stop(err)
+		}
+	})
+}
+
+// run joins the group and consumes until ctx ends or a fatal error.
+func (rt *runtime) run(parent context.Context) error {
+	ctx, stop := context.WithCancelCause(parent)
+	defer stop(nil)
+	rt.mu.Lock()
+	rt.stop = stop
+	rt.mu.Unlock()
+	if rt.fatalErr != nil {
+		return rt.fatalErr
+	}
+
+	group, err := sarama.NewConsumerGroupFromClient(rt.cfg.ApplicationID, rt.client)
+	if err != nil {
+		return fmt.Errorf("eddy: consumer group: %w", err)
+	}
+	errsDone := make(chan struct{})
+	go func() {
+		defer close(errsDone)
+		for err := range group.Errors() {
+			rt.logger.Warn("consumer group", "error", err)
+		}
+	}()
+	h := &groupHandler{rt: rt}
+	rt.logger.Info("starting", "guarantee", rt.cfg.Guarantee.String(), "topics", rt.topics, "state_dir", rt.appDir)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := group.Consume(ctx, rt.topics, h)
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				break
+			}
+			rt.logger.Warn("consumer group session ended; rejoining", "error", err, "backoff", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+	rt.logger.Info("stopping: leaving the group")
+	if err := group.Close(); err != nil {
+		rt.logger.Warn("closing the consumer group", "error", err)
+	}
+	<-errsDone
+	if rt.fatalErr != nil {
+		return rt.fatalErr
+	}
+	return nil
+}
+
+// onAssignment runs on sarama's rebalance path right after SyncGroup: it closes the
+// tasks this instance lost and creates the producers of the tasks it gained (in
+// parallel, bounded in time), before sarama reads the committed offsets.
+func (rt *runtime) onAssignment(assigned []processor.TaskID, generation int32, hosts map[string][]string) {
+	rt.mu.Lock()
+	prevGen := rt.generation
+	rt.generation, rt.hosts = generation, hosts
+	keep := map[processor.TaskID]bool{}
+	for _, t := range assigned {
+		keep[t] = true
+	}
+	var closing []*taskRunner
+	for id, t := range rt.tasks {
+		// A task kept across a generation gap may have been owned and changed by
+		// another instance in between: start it afresh.
+		if !keep[id] || generation != prevGen+1 || t.broken() {
+			closing = append(closing, t)
+			delete(rt.tasks, id)
+		}
+	}
+	var fresh []*taskRunner
+	for _, id := range assigned {
+		if _, ok := rt.tasks[id]; !ok {
+			t := newTaskRunner(rt, id)
+			rt.tasks[id] = t
+			fresh = append(fresh, t)
+		}
+	}
+	rt.mu.Unlock()
+	for _, t := range closing {
+		t.close()
+	}
+	if len(closing) > 0 || len(fresh) > 0 {
+		rt.logger.Info("assignment", "generation", generation, "tasks", assigned, "closed", len(closing), "new", len(fresh))
+	}
+	if rt.cfg.Guarantee != ExactlyOnce {
+		return
+	}
+	// Producers first: creating one fences the task's previous producer and settles its
+	// open transaction, so the committed offsets sarama reads next are stable.
+	ctx, cancel := context.WithTimeout(context.Background(), rt.producerInitTimeout())
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, t := range fresh {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := t.initProducer(ctx); err != nil {
+				rt.logger.Warn("creating the task's producer failed; retrying when the task starts", "task", t.id.String(), "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (rt *runtime) producerInitTimeout() time.Duration {
+	// The group waits for us while this runs (no heartbeats yet): stay well inside the
+	// session timeout.
+	return max(rt.sc.Consumer.Group.Session.Timeout/2, 2*time.Second)
+}
+
+func (rt *runtime) task(id processor.TaskID) *taskRunner {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.tasks[id]
+}
+
+// taskFor maps a claimed topic partition to its task.
+func (rt *runtime) taskFor(topic string, partition int32) *taskRunner {
+	s, ok := rt.topicToSub[topic]
+	if !ok {
+		return nil
+	}
+	return rt.task(processor.TaskID{Subtopology: s.ID, Partition: partition})
+}
+
+// partitionCount returns (and caches) the partition count of an output topic.
+func (rt *runtime) partitionCount(topic string) (int32, error) {
+	rt.partsMu.Lock()
+	n, ok := rt.partitions[topic]
+	rt.partsMu.Unlock()
+	if ok {
+		return n, nil
+	}
+	parts, err := rt.client.Partitions(topic)
+	if err != nil {
+		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			return 0, fmt.Errorf("%w: %q", ErrMissingTopic, topic)
+		}
+		return 0, err
+	}
+	n = int32(len(parts))
+	rt.partsMu.Lock()
+	rt.partitions[topic] = n
+	rt.partsMu.Unlock()
+	return n, nil
+}
+
+// fetchCommitted reads the group's committed offsets of topics' partition with
+// RequireStable, waiting out pending transactional offset commits. -1: none committed.
+func (rt *runtime) fetchCommitted(ctx context.Context, topics []string, partition int32) (map[string]int64, error) {
+	parts := map[string][]int32{}
+	for _, t := range topics {
+		parts[t] = []int32{partition}
+	}
+	deadline := time.Now().Add(2*rt.cfg.TransactionTimeout + 10*time.Second)
+	var lastErr error
+	for attempt := 0; time.Now().Before(deadline); attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+			}
+		}
+		coord, err := rt.client.Coordinator(rt.cfg.ApplicationID)
+		if err != nil {
+			lastErr = err
+			_ = rt.client.RefreshCoordinator(rt.cfg.ApplicationID)
+			continue
+		}
+		req := sarama.NewOffsetFetchRequest(rt.sc.Version, rt.cfg.ApplicationID, parts)
+		req.RequireStable = true
+		resp, err := coord.FetchOffset(req)
+		if err != nil {
+			lastErr = err
+			_ = rt.client.RefreshCoordinator(rt.cfg.ApplicationID)
+			continue
+		}
+		out := map[string]int64{}
+		retry := false
+		for _, t := range topics {
+			b := resp.GetBlock(t, partition)
+			if b == nil {
+				lastErr, retry = sarama.ErrIncompleteResponse, true
+				break
+			}
+			if !errors.Is(b.Err, sarama.ErrNoError) {
+				lastErr, retry = b.Err, true
+				break
+			}
+			out[t] = b.Offset
+		}
+		if !retry {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("eddy: fetch committed offsets of %v partition %d: %w", topics, partition, lastErr)
+}
+
+// groupHandler is the sarama.ConsumerGroupHandler of the runtime.
+type groupHandler struct {
+	rt *runtime
+	wg sync.WaitGroup
+}
+
+// Setup starts one goroutine per assigned task for this session.
+func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	rt := h.rt
+	claimed := map[processor.TaskID]bool{}
+	for topic, parts := range sess.Claims() {
+		s := rt.topicToSub[topic]
+		if s == nil {
+			continue
+		}
+		for _, p := range parts {
+			claimed[processor.TaskID{Subtopology: s.ID, Partition: p}] = true
+		}
+	}
+	rt.mu.Lock()
+	var stale []*taskRunner
+	for id, t := range rt.tasks {
+		if !claimed[id] {
+			stale = append(stale, t)
+			delete(rt.tasks, id)
+		}
+	}
+	var run []*taskRunner
+	for id := range claimed {
+		t, ok := rt.tasks[id]
+		if !ok { // OnAssignment did not see it (should not happen): create it now
+			t = newTaskRunner(rt, id)
+			rt.tasks[id] = t
+		}
+		run = append(run, t)
+	}
+	rt.mu.Unlock()
+	for _, t := range stale {
+		t.close()
+	}
+	for _, t := range run {
+		t.beginSession(sess)
+		h.wg.Go(func() { t.run(sess) })
+	}
+	return nil
+}
+
+// ConsumeClaim hands the records of one partition to its task until the claim ends.
+func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	t := h.rt.taskFor(claim.Topic(), claim.Partition())
+	msgs := claim.Messages()
+	if t == nil {
+		h.rt.logger.Warn("claim of an unknown task; ignoring its records", "topic", claim.Topic(), "partition", claim.Partition())
+	} else {
+		t.inbox.start(claim.Topic(), claim.InitialOffset())
+	}
+	done := sess.Context().Done()
+	for {
+		select {
+		case msg, ok := <-msgs:
+			if !ok {
+				return nil
+			}
+			if t != nil {
+				t.inbox.push(sess.Context(), msg)
+			}
+		case <-done:
+			return nil
+		}
+	}
+}
+
+// Cleanup waits for every task of the session to commit and stop.
+func (h *groupHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
+	h.wg.Wait()
+	return nil
+}
+
+// isFenced reports whether err means another instance owns the task now.
+func isFenced(err error) bool { return errors.Is(err, txproducer.ErrFenced) }
+
+// transactionalID is the producer ID of a task.
+func (rt *runtime) transactionalID(id processor.TaskID) string {
+	return names.TransactionalID(rt.cfg.ApplicationID, id.String())
+}
+
+// sortedTopicsOf returns a sub-topology's resolved source topics, sorted.
+func (rt *runtime) sortedTopicsOf(s *graph.Subtopology) []string {
+	ts := slices.Clone(s.AllSourceTopics(rt.cfg.ApplicationID))
+	sort.Strings(ts)
+	return ts
+}

@@ -1,0 +1,526 @@
+package eddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/task"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/statestore"
+	"github.com/eddy-streams/eddy/txproducer"
+)
+
+// maxRecoveries bounds the abort-and-replay attempts of one batch before the task gives
+// up and stops the application.
+const maxRecoveries = 10
+
+// taskRunner owns one task while this instance is assigned it: its producer, stores,
+// engine and input. Its run method is the task's goroutine for one group session;
+// between sessions the task stays open (suspended) if it is assigned again.
+type taskRunner struct {
+	rt     *runtime
+	id     processor.TaskID
+	sub    *graph.Subtopology
+	topics []string
+	logger *slog.Logger
+	inbox  *inbox
+
+	runMu sync.Mutex // held by run; close waits for it
+	dead  atomic.Bool
+
+	// The fields below belong to the goroutine holding runMu.
+	producer   *txproducer.Producer
+	eng        *task.Task
+	set        *statestore.Set
+	initDone   bool
+	changelogs map[string]string // store → changelog topic
+	sess       sarama.ConsumerGroupSession
+	sendCtx    context.Context
+	consumed   map[string]int64  // per source topic: the offset after the last processed record
+	kept       []graph.RawRecord // input of the open transaction, for replay after an abort
+	pending    int               // records processed since the last commit
+	lastCommit time.Time
+}
+
+func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
+	sub := rt.g.Subtopologies[id.Subtopology]
+	return &taskRunner{
+		rt: rt, id: id, sub: sub, topics: rt.sortedTopicsOf(sub),
+		logger: rt.logger.With("task", id.String()),
+		inbox:  newInbox(),
+	}
+}
+
+// broken reports whether the task must be recreated rather than resumed.
+func (t *taskRunner) broken() bool {
+	if t.dead.Load() {
+		return true
+	}
+	if !t.runMu.TryLock() {
+		return false
+	}
+	defer t.runMu.Unlock()
+	return t.rt.cfg.Guarantee == ExactlyOnce && t.producer == nil && t.eng != nil
+}
+
+func (t *taskRunner) exactlyOnce() bool { return t.rt.cfg.Guarantee == ExactlyOnce }
+
+// initProducer creates the task's producer if it has none.
+func (t *taskRunner) initProducer(ctx context.Context) error {
+	if t.producer != nil {
+		return nil
+	}
+	cfg := txproducer.Config{Brokers: t.rt.cfg.Brokers, Sarama: t.rt.sc, TransactionTimeout: t.rt.cfg.TransactionTimeout}
+	if t.exactlyOnce() {
+		cfg.TransactionalID = t.rt.transactionalID(t.id)
+	}
+	p, err := txproducer.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	t.producer = p
+	return nil
+}
+
+// open makes the task's stores and engine, once per ownership.
+func (t *taskRunner) open() error {
+	if t.eng != nil {
+		return nil
+	}
+	cfg := t.rt.cfg
+	var backend statestore.Backend
+	persistent := false
+	for _, st := range t.sub.Stores {
+		persistent = persistent || !st.InMemory
+	}
+	if persistent {
+		b, err := statestore.OpenBolt(filepath.Join(t.rt.appDir, t.id.String()), statestore.BoltOptions{NoSync: !cfg.StoreSync, Logger: t.logger})
+		if err != nil {
+			return fmt.Errorf("task %s: open state: %w", t.id, err)
+		}
+		backend = b
+	} else {
+		backend = statestore.NewMemoryBackend()
+	}
+	set := statestore.NewSet(backend)
+	policy := task.Fail
+	switch cfg.OnBadRecord {
+	case SkipBadRecord:
+		policy = task.Skip
+	case DeadLetterBadRecord:
+		policy = task.DeadLetter
+	}
+	eng, err := task.New(task.Config{
+		ID: t.id, ApplicationID: cfg.ApplicationID, Graph: t.rt.g, Subtopology: t.sub,
+		Stores: set, Collector: t, Logger: t.rt.logger,
+		OnDeserializationError: policy, DeadLetterTopic: cfg.DeadLetterTopic,
+	})
+	if err != nil {
+		_ = set.Close()
+		return err
+	}
+	t.set, t.eng, t.changelogs = set, eng, eng.ChangelogTopics()
+	return nil
+}
+
+// beginSession prepares the task's input for a new group session; called by Setup
+// before the claims start.
+func (t *taskRunner) beginSession(sess sarama.ConsumerGroupSession) {
+	t.inbox.reset()
+	if t.dead.Load() {
+		t.inbox.close()
+	}
+}
+
+// run is the task's goroutine for one session: restore, then process and commit until
+// the session ends, then commit and suspend.
+func (t *taskRunner) run(sess sarama.ConsumerGroupSession) {
+	t.runMu.Lock()
+	defer t.runMu.Unlock()
+	if t.dead.Load() {
+		return
+	}
+	t.sess = sess
+	err := t.runSession(sess.Context())
+	switch {
+	case err == nil:
+		return
+	case isFenced(err):
+		t.logger.Info("task migrated to another instance; dropping it", "reason", err)
+	default:
+		t.rt.fail(err)
+	}
+	t.dead.Store(true)
+	t.inbox.close()
+	t.abandon()
+}
+
+// abandon drops the task's uncommitted work: abort the open transaction (best effort),
+// discard the store buffers, close the producer.
+func (t *taskRunner) abandon() {
+	if t.set != nil {
+		t.set.Discard()
+	}
+	if t.producer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if t.producer.Transactional() {
+			_ = t.producer.Abort(ctx)
+		}
+		cancel()
+		_ = t.producer.Close()
+		t.producer = nil
+	}
+	t.kept, t.pending = nil, 0
+}
+
+func (t *taskRunner) runSession(ctx context.Context) error {
+	if err := t.open(); err != nil {
+		return err
+	}
+	if err := t.initProducer(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if err := t.restore(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // a rebalance: the restore resumes from its checkpoint later
+		}
+		return err
+	}
+	if !t.initDone {
+		if err := t.eng.Init(); err != nil {
+			return err
+		}
+		t.initDone = true
+	}
+	t.consumed = map[string]int64{}
+	t.kept, t.pending = nil, 0
+	t.lastCommit = time.Now()
+	t.logger.Debug("task running")
+
+	interval := t.rt.cfg.CommitInterval
+	tick := time.NewTicker(min(interval, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		// Work through what is buffered, in chunks, checking the clock in between.
+		for i := 0; i < 512; i++ {
+			msg, ok := t.inbox.pop()
+			if !ok {
+				break
+			}
+			if err := t.processWithRecovery(ctx, toRaw(msg)); err != nil {
+				return err
+			}
+			if t.pending >= t.rt.cfg.CommitRecords || t.eng.CommitRequested() {
+				if err := t.commitWithRecovery(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		if time.Since(t.lastCommit) >= interval {
+			if err := t.commitWithRecovery(ctx); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return t.suspend()
+		case <-t.inbox.notify:
+		case now := <-tick.C:
+			t.sendCtx = ctx
+			if err := t.eng.PunctuateWallClock(now); err != nil {
+				if err := t.recover(ctx, err); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// suspend commits the open transaction at the end of a session, so the next owner
+// (this instance or another) starts exactly where this one stopped.
+func (t *taskRunner) suspend() error {
+	ctx, cancel := context.WithTimeout(context.Background(), t.rt.sc.Consumer.Group.Rebalance.Timeout/2)
+	defer cancel()
+	err := t.commit(ctx)
+	if err == nil {
+		return nil
+	}
+	if isFenced(err) {
+		return err
+	}
+	// Whatever went wrong, the safe way out is to drop the open transaction: the next
+	// owner replays from the last commit.
+	t.logger.Warn("commit at suspend failed; aborting the open transaction", "error", err)
+	t.abandon()
+	var pe *txproducer.Error
+	if errors.As(err, &pe) && pe.Class != txproducer.Fatal {
+		return nil
+	}
+	return err
+}
+
+// processWithRecovery runs one record through the task; a producer error aborts the
+// transaction and replays its input.
+func (t *taskRunner) processWithRecovery(ctx context.Context, rec graph.RawRecord) error {
+	if err := t.process(ctx, rec); err != nil {
+		return t.recover(ctx, err)
+	}
+	return nil
+}
+
+func (t *taskRunner) process(ctx context.Context, rec graph.RawRecord) error {
+	t.sendCtx = ctx
+	if t.exactlyOnce() {
+		t.kept = append(t.kept, rec)
+	}
+	if err := t.eng.Process(rec); err != nil {
+		return err
+	}
+	t.consumed[rec.Topic] = rec.Offset + 1
+	t.pending++
+	return nil
+}
+
+func (t *taskRunner) commitWithRecovery(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		err := t.commit(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt >= maxRecoveries {
+			return fmt.Errorf("task %s: commit failed %d times: %w", t.id, attempt+1, err)
+		}
+		if err := t.recover(ctx, err); err != nil {
+			return err
+		}
+	}
+}
+
+// commit ends the task's unit of work. Under exactly-once: the changelog records of the
+// dirty keys and the consumed offsets join the open transaction, the transaction
+// commits, and only then do the stores write their buffers with the new changelog
+// checkpoints. Under at-least-once: the same, with "acknowledged" for "committed" and
+// the offsets committed after the acknowledgements.
+func (t *taskRunner) commit(ctx context.Context) error {
+	if t.pending == 0 && t.set.Dirty() == 0 && !t.producer.InTransaction() {
+		t.lastCommit = time.Now()
+		return nil
+	}
+	began := time.Now()
+	if err := t.set.LogChanges(changelogWriter{t: t, ctx: ctx}); err != nil {
+		return err
+	}
+	offsets := map[string]map[int32]int64{}
+	for topic, off := range t.consumed {
+		if off > t.inbox.startOf(topic) {
+			offsets[topic] = map[int32]int64{t.id.Partition: off}
+		}
+	}
+	if t.exactlyOnce() {
+		meta := sarama.NewConsumerGroupMetadataFromSession(t.sess, t.rt.cfg.ApplicationID, nil)
+		if err := t.producer.Commit(ctx, offsets, meta); err != nil {
+			return err
+		}
+	} else {
+		if err := t.producer.Flush(ctx); err != nil {
+			return err
+		}
+		for topic, parts := range offsets {
+			for p, off := range parts {
+				t.sess.MarkOffset(topic, p, off, "")
+			}
+		}
+		t.sess.Commit()
+	}
+	checkpoints := map[string]int64{}
+	for store, topic := range t.changelogs {
+		if off, ok := t.producer.Offset(topic, t.id.Partition); ok {
+			checkpoints[store] = off + 1
+		}
+	}
+	if err := t.set.Flush(checkpoints); err != nil {
+		// The transaction is committed; the store file lags behind its changelog, which
+		// a restore repairs. Stop rather than run on a store we cannot write.
+		return fmt.Errorf("task %s: write stores after commit: %w", t.id, err)
+	}
+	for topic, off := range t.consumed {
+		t.inbox.committed(topic, off)
+	}
+	t.kept, t.pending = t.kept[:0], 0
+	t.lastCommit = time.Now()
+	t.logger.Debug("committed", "offsets", offsets, "took", time.Since(began))
+	return nil
+}
+
+// recover handles an error from processing or committing. A producer error that is
+// abortable aborts the transaction; one with an unknown outcome recreates the producer
+// (settling the transaction), re-reads the committed offsets and restores the stores'
+// tail. Either way the store buffers are discarded and the input kept since the last
+// commit is processed again. Other errors are returned: fenced (the task moved) or
+// fatal (the application stops).
+func (t *taskRunner) recover(ctx context.Context, cause error) error {
+	for attempt := 1; ; attempt++ {
+		var pe *txproducer.Error
+		if !errors.As(cause, &pe) || !t.exactlyOnce() || pe.Class == txproducer.Fenced || pe.Class == txproducer.Fatal {
+			return cause
+		}
+		if attempt > maxRecoveries {
+			return fmt.Errorf("task %s: giving up after %d recoveries: %w", t.id, maxRecoveries, cause)
+		}
+		if ctx.Err() != nil {
+			return cause
+		}
+		t.logger.Warn("transaction failed; rolling back and replaying its input", "class", pe.Class.String(), "error", cause, "attempt", attempt, "records", len(t.kept))
+		if err := t.rollback(ctx, pe.Class); err != nil {
+			cause = err
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return cause
+		case <-time.After(min(time.Duration(attempt)*50*time.Millisecond, time.Second)):
+		}
+		if cause = t.replay(ctx); cause == nil {
+			return nil
+		}
+	}
+}
+
+// rollback undoes the open transaction.
+func (t *taskRunner) rollback(ctx context.Context, class txproducer.Class) error {
+	t.set.Discard()
+	if class == txproducer.Abortable {
+		if err := t.producer.Abort(ctx); err == nil {
+			return nil
+		}
+		// Could not abort cleanly: settle it by recreating the producer.
+	}
+	if t.producer != nil {
+		_ = t.producer.Close()
+		t.producer = nil
+	}
+	if err := t.initProducer(ctx); err != nil {
+		return err
+	}
+	committed, err := t.rt.fetchCommitted(ctx, t.topics, t.id.Partition)
+	if err != nil {
+		return &txproducer.Error{Op: "re-read committed offsets", Class: txproducer.Indefinite, Err: err}
+	}
+	for topic, off := range committed {
+		if off >= 0 {
+			t.inbox.committed(topic, off)
+		}
+	}
+	if err := t.restore(ctx); err != nil {
+		return &txproducer.Error{Op: "restore after rollback", Class: txproducer.Indefinite, Err: err}
+	}
+	return nil
+}
+
+// replay processes again the kept input at or above the committed offsets.
+func (t *taskRunner) replay(ctx context.Context) error {
+	kept := t.kept
+	t.kept = make([]graph.RawRecord, 0, len(kept))
+	t.consumed = map[string]int64{}
+	t.pending = 0
+	for i, rec := range kept {
+		if rec.Offset < t.inbox.startOf(rec.Topic) {
+			continue
+		}
+		if err := t.process(ctx, rec); err != nil {
+			// keep the rest for the next attempt
+			t.kept = append(t.kept, kept[i+1:]...)
+			return err
+		}
+	}
+	return nil
+}
+
+// restore brings every logged store of the task up to its changelog's end.
+func (t *taskRunner) restore(ctx context.Context) error {
+	for _, name := range t.set.Names() {
+		buf := t.set.Buffer(name)
+		if !buf.Logged() {
+			continue
+		}
+		res, err := t.rt.restorer.Restore(ctx, buf.Backend(), name, t.changelogs[name], t.id.Partition)
+		if err != nil {
+			return fmt.Errorf("task %s: %w", t.id, err)
+		}
+		if t.rt.cfg.OnRestore != nil {
+			t.rt.cfg.OnRestore(t.id, res)
+		}
+	}
+	return nil
+}
+
+// close releases everything the task holds; an open transaction is aborted.
+func (t *taskRunner) close() {
+	t.inbox.close()
+	t.runMu.Lock()
+	defer t.runMu.Unlock()
+	t.abandon()
+	if t.eng != nil {
+		if err := t.eng.Close(); err != nil {
+			t.logger.Warn("closing the task's processors", "error", err)
+		}
+		t.eng = nil
+	}
+	if t.set != nil {
+		if err := t.set.Close(); err != nil {
+			t.logger.Warn("closing the task's stores", "error", err)
+		}
+		t.set = nil
+	}
+	t.dead.Store(true)
+}
+
+// Send implements task.Collector: sink and dead-letter records go to the producer.
+func (t *taskRunner) Send(topic string, partition int32, key, value []byte, headers []processor.Header, ts time.Time) error {
+	var hs []sarama.RecordHeader
+	if len(headers) > 0 {
+		hs = make([]sarama.RecordHeader, len(headers))
+		for i, h := range headers {
+			hs[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
+		}
+	}
+	return t.producer.Send(t.sendCtx, topic, partition, key, value, hs, ts)
+}
+
+// Partitions implements task.Collector.
+func (t *taskRunner) Partitions(topic string) (int32, error) { return t.rt.partitionCount(topic) }
+
+// changelogWriter sends a commit's changelog records into the task's transaction.
+type changelogWriter struct {
+	t   *taskRunner
+	ctx context.Context
+}
+
+func (w changelogWriter) WriteChange(store string, key, value []byte) error {
+	return w.t.producer.Send(w.ctx, w.t.changelogs[store], w.t.id.Partition, key, value, nil, time.Now())
+}
+
+func toRaw(m *sarama.ConsumerMessage) graph.RawRecord {
+	var hs []processor.Header
+	if len(m.Headers) > 0 {
+		hs = make([]processor.Header, 0, len(m.Headers))
+		for _, h := range m.Headers {
+			if h != nil {
+				hs = append(hs, processor.Header{Key: string(h.Key), Value: h.Value})
+			}
+		}
+	}
+	return graph.RawRecord{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Headers: hs, Timestamp: m.Timestamp}
+}

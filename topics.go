@@ -1,0 +1,241 @@
+package eddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/graph"
+)
+
+// prepareTopics checks the user topics and creates the internal ones:
+//   - every source, sink and dead-letter topic exists (eddy never creates or alters
+//     user topics);
+//   - the user source topics of one sub-topology have equal partition counts;
+//   - repartition topics get the partition count of the sub-topology that writes them
+//     (or their WithPartitions), changelogs one partition per task; existing internal
+//     topics must have those counts.
+func (rt *runtime) prepareTopics(ctx context.Context) error {
+	appID := rt.cfg.ApplicationID
+	roles := map[string][]string{} // user topic → what uses it
+	for _, s := range rt.g.Subtopologies {
+		for _, t := range s.SourceTopics {
+			roles[t] = append(roles[t], fmt.Sprintf("source of sub-topology %d", s.ID))
+		}
+		for _, n := range s.Nodes {
+			if n.Kind == graph.Sink && !n.Internal {
+				roles[n.Topics[0]] = append(roles[n.Topics[0]], fmt.Sprintf("sink %q", n.Name))
+			}
+		}
+	}
+	if rt.cfg.OnBadRecord == DeadLetterBadRecord {
+		roles[rt.cfg.DeadLetterTopic] = append(roles[rt.cfg.DeadLetterTopic], "dead-letter topic")
+	}
+	counts, err := rt.describe(ctx, keys(roles))
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, t := range keys(roles) {
+		if _, ok := counts[t]; !ok {
+			missing = append(missing, fmt.Sprintf("%q (%s)", t, strings.Join(roles[t], ", ")))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s; eddy does not create user topics", ErrMissingTopic, strings.Join(missing, "; "))
+	}
+
+	// Task counts from user source topics.
+	tasks := map[int]int32{}
+	for _, s := range rt.g.Subtopologies {
+		var first string
+		for _, t := range s.SourceTopics {
+			if first == "" {
+				first, tasks[s.ID] = t, counts[t]
+				continue
+			}
+			if counts[t] != tasks[s.ID] {
+				return fmt.Errorf("%w: sub-topology %d reads %q (%d partitions) and %q (%d partitions); its source topics must be co-partitioned",
+					ErrPartitionMismatch, s.ID, first, tasks[s.ID], t, counts[t])
+			}
+		}
+	}
+	// Repartition topics: explicit counts, else the count of the sub-topology reading
+	// them alongside user topics, else that of the sub-topology writing them.
+	repParts := map[string]int32{}
+	writer := map[string]*graph.Subtopology{}
+	for _, s := range rt.g.Subtopologies {
+		for _, n := range s.Nodes {
+			if n.Kind == graph.Sink && n.Internal {
+				writer[n.Topics[0]] = s
+				if n.RepartitionPartitions > 0 {
+					repParts[n.Topics[0]] = n.RepartitionPartitions
+				}
+			}
+		}
+	}
+	for range len(rt.g.Subtopologies) + 1 {
+		for _, s := range rt.g.Subtopologies {
+			for _, r := range s.RepartitionSources {
+				if _, ok := repParts[r]; !ok {
+					if n, ok := tasks[s.ID]; ok && len(s.SourceTopics) > 0 {
+						repParts[r] = n
+					} else if w := writer[r]; w != nil {
+						if n, ok := tasks[w.ID]; ok {
+							repParts[r] = n
+						}
+					}
+				}
+				if n, ok := repParts[r]; ok {
+					if cur, ok := tasks[s.ID]; !ok {
+						tasks[s.ID] = n
+					} else if cur != n {
+						return fmt.Errorf("%w: sub-topology %d reads repartition topic %q with %d partitions but its other sources have %d",
+							ErrPartitionMismatch, s.ID, changelog.RepartitionTopicName(appID, r), n, cur)
+					}
+				}
+			}
+		}
+	}
+	var specs []changelog.TopicSpec
+	for _, s := range rt.g.Subtopologies {
+		n, ok := tasks[s.ID]
+		if !ok {
+			return fmt.Errorf("eddy: cannot tell the partition count of sub-topology %d: give its repartition topics WithPartitions", s.ID)
+		}
+		for _, st := range s.Stores {
+			if st.Logged {
+				specs = append(specs, changelog.ChangelogSpec(appID, st.Name, n))
+			}
+		}
+	}
+	for r, n := range repParts {
+		specs = append(specs, changelog.RepartitionSpec(appID, r, n))
+	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	if err := rt.ensureInternal(ctx, specs); err != nil {
+		return err
+	}
+	rt.partsMu.Lock()
+	for t, n := range counts {
+		rt.partitions[t] = n
+	}
+	for _, s := range specs {
+		rt.partitions[s.Name] = s.Partitions
+	}
+	rt.partsMu.Unlock()
+	return nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// describe returns the partition counts of the topics that exist.
+func (rt *runtime) describe(ctx context.Context, topics []string) (map[string]int32, error) {
+	out := map[string]int32{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	var lastErr error
+	for attempt := 0; attempt < 20; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		meta, err := rt.admin.DescribeTopics(topics)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		retry := false
+		for _, m := range meta {
+			switch {
+			case errors.Is(m.Err, sarama.ErrNoError):
+				out[m.Name] = int32(len(m.Partitions))
+			case errors.Is(m.Err, sarama.ErrUnknownTopicOrPartition):
+			case errors.Is(m.Err, sarama.ErrLeaderNotAvailable):
+				retry, lastErr = true, m.Err
+			default:
+				return nil, fmt.Errorf("eddy: describe topic %q: %w", m.Name, m.Err)
+			}
+		}
+		if !retry {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("eddy: describe topics %v: %w", topics, lastErr)
+}
+
+// ensureInternal creates the missing internal topics and checks the existing ones.
+func (rt *runtime) ensureInternal(ctx context.Context, specs []changelog.TopicSpec) error {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	have, err := rt.describe(ctx, names)
+	if err != nil {
+		return err
+	}
+	var created []string
+	for _, s := range specs {
+		if n, ok := have[s.Name]; ok {
+			if n != s.Partitions {
+				return fmt.Errorf("%w: internal topic %q has %d partitions, but the topology needs %d; the topology or its source topics changed: reset the application (eddy reset)",
+					ErrPartitionMismatch, s.Name, n, s.Partitions)
+			}
+			continue
+		}
+		entries := map[string]*string{}
+		for k, v := range s.Configs {
+			entries[k] = &v
+		}
+		err := rt.admin.CreateTopic(s.Name, &sarama.TopicDetail{NumPartitions: s.Partitions, ReplicationFactor: rt.cfg.ReplicationFactor, ConfigEntries: entries}, false)
+		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			return fmt.Errorf("eddy: create internal topic %q: %w", s.Name, err)
+		}
+		created = append(created, s.Name)
+	}
+	if len(created) == 0 {
+		return nil
+	}
+	rt.logger.Info("created internal topics", "topics", created)
+	// Wait until the metadata knows them, and check the partition counts of those that
+	// another instance created at the same time.
+	for attempt := 0; ; attempt++ {
+		have, err := rt.describe(ctx, created)
+		if err != nil {
+			return err
+		}
+		if len(have) == len(created) {
+			for _, s := range specs {
+				if n, ok := have[s.Name]; ok && n != s.Partitions {
+					return fmt.Errorf("%w: internal topic %q has %d partitions, want %d", ErrPartitionMismatch, s.Name, n, s.Partitions)
+				}
+			}
+			return rt.client.RefreshMetadata(created...)
+		}
+		if attempt > 40 {
+			return fmt.Errorf("eddy: internal topics %v still not visible after creation", created)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
