@@ -40,7 +40,7 @@ type runtime struct {
 	lockFile *os.File
 	appDir   string
 
-	topics     []string                   // the group's subscription: every source topic
+	topics     []string                      // the group's subscription: every source topic
 	topicToSub map[string]*graph.Subtopology // resolved source topic → sub-topology
 	partsMu    sync.Mutex
 	partitions map[string]int32 // partition counts of output topics

@@ -397,4 +397,3 @@ func Classify(err error, status sarama.ProducerTxnStatusFlag) Class {
 	}
 	return Indefinite
 }
-
