@@ -141,7 +141,11 @@ func readBoltMeta(f *os.File) (boltMeta, int64, error) {
 			err1 = nil
 			break
 		}
-		err1 = e
+		if err0 != nil && ps == int64(os.Getpagesize()) {
+			err1 = e // the likeliest place of page 1 tells the most
+		} else if err0 == nil {
+			err1 = e
+		}
 	}
 	if len(cands) == 0 {
 		return boltMeta{}, size, damagef("both meta pages are invalid (page 0: %v; page 1: %v)", err0, err1)
