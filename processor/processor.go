@@ -87,7 +87,7 @@ func (t TaskID) String() string { return fmt.Sprintf("%d_%d", t.Subtopology, t.P
 // ParseTaskID parses the "<subtopology>_<partition>" form.
 func ParseTaskID(s string) (TaskID, error) {
 	var t TaskID
-	if _, err := fmt.Sscanf(s, "%d_%d", &t.Subtopology, &t.Partition); err != nil || t.String() != s {
+	if _, err := fmt.Sscanf(s, "%d_%d", &t.Subtopology, &t.Partition); err != nil || t.String() != s || t.Subtopology < 0 || t.Partition < 0 {
 		return TaskID{}, fmt.Errorf("processor: bad task ID %q: want <subtopology>_<partition>", s)
 	}
 	return t, nil
@@ -165,6 +165,9 @@ type StoreProvider interface {
 // the asking node.
 var ErrStoreNotAttached = errors.New("state store not attached to this processor")
 
+// ErrUnknownChild is returned by Forward for a name that is not a child of the node.
+var ErrUnknownChild = errors.New("unknown child")
+
 // KeyValueStore returns the key-value store name attached to this processor, typed.
 func KeyValueStore[K, V any](p StoreProvider, name string) (statestore.KeyValueStore[K, V], error) {
 	s, err := p.StateStore(name)
@@ -173,7 +176,7 @@ func KeyValueStore[K, V any](p StoreProvider, name string) (statestore.KeyValueS
 	}
 	kv, ok := s.(statestore.KeyValueStore[K, V])
 	if !ok {
-		return nil, fmt.Errorf("processor: state store %q is a %T, not a KeyValueStore[%v, %v]", name, s, reflect.TypeFor[K](), reflect.TypeFor[V]())
+		return nil, fmt.Errorf("processor: state store %q is a %T, not a KeyValueStore[%v, %v] (key and value types must be those given to topology.AddKeyValueStore)", name, s, reflect.TypeFor[K](), reflect.TypeFor[V]())
 	}
 	return kv, nil
 }

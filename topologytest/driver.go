@@ -6,6 +6,11 @@
 // Every topic has one partition, so each sub-topology runs as the one task <id>_0.
 // Records written to a topic that a sub-topology reads (a repartition topic, or a user
 // topic the topology reads back) are processed right after the record that caused them.
+//
+// A record whose processing fails is rolled back as the runtime's aborted transaction
+// would be: what the sinks wrote for it and its store writes are dropped, and the error
+// (a *ProcessError naming task, node and offset) is returned. The real runtime then
+// stops; the driver stays usable so that a test can go on.
 package topologytest
 
 import (
@@ -26,6 +31,34 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
+// ErrorPolicy says what happens to a record that cannot be deserialized.
+type ErrorPolicy = task.ErrorPolicy
+
+// The deserialization error policies.
+const (
+	// Fail returns the error (a *ProcessError) from the pipe (the default).
+	Fail = task.Fail
+	// Skip drops the record with a log line.
+	Skip = task.Skip
+	// DeadLetter writes the record as it was read to Config.DeadLetterTopic with the
+	// Header* headers naming its origin and the error, and goes on.
+	DeadLetter = task.DeadLetter
+)
+
+// Headers of a record sent to the dead-letter topic.
+const (
+	HeaderDLQTopic     = task.HeaderDLQTopic
+	HeaderDLQPartition = task.HeaderDLQPartition
+	HeaderDLQOffset    = task.HeaderDLQOffset
+	HeaderDLQError     = task.HeaderDLQError
+	HeaderDLQNode      = task.HeaderDLQNode
+	HeaderDLQTask      = task.HeaderDLQTask
+)
+
+// ProcessError is the error of a record or punctuator that failed: it names the task, the
+// node and (for a record) its topic, partition and offset.
+type ProcessError = task.ProcessError
+
 // Config tunes a Driver; the zero value works.
 type Config struct {
 	// ApplicationID prefixes internal topics; default "topologytest".
@@ -42,9 +75,9 @@ type Config struct {
 	// Logger receives the tasks' logs; default discards them.
 	Logger *slog.Logger
 	// OnDeserializationError: what to do with a record that cannot be deserialized
-	// (default: Process returns the error); DeadLetterTopic names the topic for
-	// task.DeadLetter.
-	OnDeserializationError task.ErrorPolicy
+	// (default Fail: the pipe returns the error); DeadLetterTopic names the topic for
+	// DeadLetter.
+	OnDeserializationError ErrorPolicy
 	DeadLetterTopic        string
 }
 
@@ -70,9 +103,7 @@ type Driver struct {
 	wall     time.Time
 	nextTime time.Time
 	sets     []*statestore.Set
-	current  *task.Task
-	// changelog offsets per store
-	closed bool
+	closed   bool
 }
 
 // New starts a driver for topo: it makes one task per sub-topology and initialises its
@@ -109,6 +140,7 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 		t, err := task.New(task.Config{
 			ID: id, ApplicationID: cfg.ApplicationID, Graph: g, Subtopology: sub,
 			Stores: set, Collector: (*collector)(d), Logger: cfg.Logger,
+			Now:                    func() time.Time { return d.wall },
 			OnDeserializationError: cfg.OnDeserializationError, DeadLetterTopic: cfg.DeadLetterTopic,
 		})
 		if err != nil {
@@ -161,6 +193,11 @@ func (d *Driver) PipeRaw(topic string, key, value []byte, headers []processor.He
 		d.nextTime = d.nextTime.Add(d.cfg.AutoAdvance)
 	}
 	d.append(topic, key, value, headers, ts)
+	return d.drain()
+}
+
+// drain processes the queued records, and those they cause, in order.
+func (d *Driver) drain() error {
 	for len(d.queue) > 0 {
 		rec := d.queue[0]
 		d.queue = d.queue[1:]
@@ -191,14 +228,32 @@ func (d *Driver) append(topic string, key, value []byte, headers []processor.Hea
 
 func (d *Driver) process(rec Record) error {
 	t := d.byTopic[rec.Topic]
-	d.current = t
-	defer func() { d.current = nil }()
-	err := t.Process(graph.RawRecord{Topic: rec.Topic, Partition: 0, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp})
+	return d.transaction(t, func() error {
+		return t.Process(graph.RawRecord{Topic: rec.Topic, Partition: 0, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp})
+	})
+}
+
+// transaction runs fn as the runtime runs a batch of a task's work in a Kafka
+// transaction: on success it commits; on failure it aborts, so the records written
+// meanwhile disappear and the store buffers are discarded.
+func (d *Driver) transaction(t *task.Task, fn func() error) error {
+	lengths := make(map[string]int, len(d.topics))
+	for topic, recs := range d.topics {
+		lengths[topic] = len(recs)
+	}
+	queued := len(d.queue)
+	err := fn()
+	if err == nil {
+		err = d.commit(t)
+	}
 	if err != nil {
 		t.Stores().Discard()
-		return err
+		for topic, recs := range d.topics {
+			d.topics[topic] = recs[:lengths[topic]]
+		}
+		d.queue = d.queue[:queued]
 	}
-	return d.commit(t)
+	return err
 }
 
 // commit writes the task's changelog records into the driver's changelog topics and then
@@ -235,25 +290,17 @@ func (d *Driver) AdvanceWallClock(dt time.Duration) error {
 	if dt < 0 {
 		return fmt.Errorf("topologytest: cannot move wall-clock time back (%v)", dt)
 	}
+	if d.closed {
+		return errors.New("topologytest: driver is closed")
+	}
 	d.wall = d.wall.Add(dt)
 	for _, t := range d.tasks {
-		d.current = t
-		err := t.PunctuateWallClock(d.wall)
-		d.current = nil
-		if err != nil {
-			t.Stores().Discard()
+		if err := d.transaction(t, func() error { return t.PunctuateWallClock(d.wall) }); err != nil {
+			d.queue = nil
 			return err
 		}
-		if err := d.commit(t); err != nil {
+		if err := d.drain(); err != nil {
 			return err
-		}
-		for len(d.queue) > 0 {
-			rec := d.queue[0]
-			d.queue = d.queue[1:]
-			if err := d.process(rec); err != nil {
-				d.queue = nil
-				return err
-			}
 		}
 	}
 	return nil
@@ -278,7 +325,7 @@ func (c *collector) Send(topic string, partition int32, key, value []byte, heade
 	if partition != 0 {
 		return fmt.Errorf("topologytest: partition %d of topic %q: the driver's topics have one partition", partition, topic)
 	}
-	(*Driver)(c).append(topic, slices.Clone(key), slices.Clone(value), headers, ts)
+	(*Driver)(c).append(topic, slices.Clone(key), slices.Clone(value), slices.Clone(headers), ts)
 	return nil
 }
 
@@ -346,7 +393,6 @@ func NewOutputTopic[K, V any](d *Driver, topic string, keys serde.Serde[K], valu
 func (out *OutputTopic[K, V]) ReadRecords() ([]processor.Record[K, V], error) {
 	all := out.d.topics[out.topic]
 	start := out.d.read[out.topic]
-	out.d.read[out.topic] = len(all)
 	var recs []processor.Record[K, V]
 	for _, r := range all[start:] {
 		k, err := out.keys.Deserialize(out.topic, r.Key)
@@ -359,6 +405,7 @@ func (out *OutputTopic[K, V]) ReadRecords() ([]processor.Record[K, V], error) {
 		}
 		recs = append(recs, processor.Record[K, V]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers})
 	}
+	out.d.read[out.topic] = len(all)
 	return recs, nil
 }
 

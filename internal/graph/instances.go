@@ -189,7 +189,7 @@ func (p *processorInstance[KIn, VIn, KOut, VOut]) Forward(rec processor.Record[K
 	for _, name := range children {
 		i := slices.Index(p.node.Children, name)
 		if i < 0 {
-			return fmt.Errorf("forward to %q: not a child of %q (children: %v)", name, p.node.Name, p.node.Children)
+			return fmt.Errorf("forward: %w %q of %q (children: %v)", processor.ErrUnknownChild, name, p.node.Name, p.node.Children)
 		}
 		if err := p.children[i].receive(rec); err != nil {
 			return err

@@ -25,10 +25,10 @@ func (p *punctuator) Cancel() { p.cancelled = true }
 // Schedule implements graph.Runtime.
 func (t *Task) Schedule(node string, interval time.Duration, typ processor.PunctuationType, fn processor.Punctuator) (processor.Cancellable, error) {
 	if interval <= 0 {
-		return nil, fmt.Errorf("schedule: interval %v must be positive", interval)
+		return nil, fmt.Errorf("node %q: schedule: interval %v must be positive", node, interval)
 	}
 	if fn == nil {
-		return nil, fmt.Errorf("schedule: nil punctuator")
+		return nil, fmt.Errorf("node %q: schedule: nil punctuator", node)
 	}
 	p := &punctuator{node: node, interval: interval, typ: typ, fn: fn}
 	switch typ {
@@ -37,19 +37,20 @@ func (t *Task) Schedule(node string, interval time.Duration, typ processor.Punct
 	case processor.WallClockTime:
 		p.next = t.wallNow().Add(interval)
 	default:
-		return nil, fmt.Errorf("schedule: unknown punctuation type %d", typ)
+		return nil, fmt.Errorf("node %q: schedule: unknown punctuation type %d", node, typ)
 	}
 	t.punctuators = append(t.punctuators, p)
 	return p, nil
 }
 
-// wallNow is the time of the last wall-clock punctuation, or the system clock before the
-// first: the driver moves wall-clock time itself.
+// wallNow is the later of the task's clock and the last wall-clock punctuation time, so
+// a punctuator scheduled by a punctuator counts from the time it was fired with.
 func (t *Task) wallNow() time.Time {
-	if !t.wallTime.IsZero() {
+	now := t.cfg.Now()
+	if t.wallTime.After(now) {
 		return t.wallTime
 	}
-	return time.Now()
+	return now
 }
 
 func (t *Task) punctuate(typ processor.PunctuationType, now time.Time) error {

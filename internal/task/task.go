@@ -64,9 +64,12 @@ type Config struct {
 	Collector     Collector
 	Logger        *slog.Logger
 	StoreMetrics  statestore.Metrics
+	// Now is the wall clock wall-clock punctuators are scheduled against; default
+	// time.Now. The test driver moves its own clock.
+	Now func() time.Time
 
 	OnDeserializationError ErrorPolicy
-	DeadLetterTopic        string
+	DeadLetterTopic        string // required with DeadLetter
 	// OnBadRecord is told of every skipped or dead-lettered record (for metrics).
 	OnBadRecord func(policy ErrorPolicy, rec graph.RawRecord, err error)
 }
@@ -100,6 +103,18 @@ type Task struct {
 func New(cfg Config) (*Task, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch cfg.OnDeserializationError {
+	case Fail, Skip:
+	case DeadLetter:
+		if cfg.DeadLetterTopic == "" {
+			return nil, fmt.Errorf("task %s: the DeadLetter policy needs a dead-letter topic", cfg.ID)
+		}
+	default:
+		return nil, fmt.Errorf("task %s: unknown deserialization error policy %d", cfg.ID, cfg.OnDeserializationError)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Task{
@@ -249,16 +264,17 @@ func (e *ProcessError) Unwrap() error { return e.Err }
 
 func (t *Task) nodeError(err error, md *processor.RecordMetadata) error {
 	pe := &ProcessError{Task: t.cfg.ID, Record: md, Err: err}
+	// Name the node where the error arose: a NodeError or DeserializationError is made
+	// by the failing node itself, so it wins over the punctuator that forwarded to it.
 	var ne *graph.NodeError
 	var de *graph.DeserializationError
+	var pu *punctuatorError
 	switch {
 	case errors.As(err, &ne):
 		pe.Node, pe.Err = ne.Node, ne.Err
 	case errors.As(err, &de):
 		pe.Node = de.Node
-	}
-	var pu *punctuatorError
-	if errors.As(err, &pu) {
+	case errors.As(err, &pu):
 		pe.Node = pu.node
 	}
 	return pe
