@@ -120,6 +120,8 @@ func (s *sourceInstance[K, V]) Deliver(r RawRecord) error {
 	if err != nil {
 		// A record without a key is common (Kafka's console producer writes them): it
 		// arrives with the zero key unless the key serde gives nil a meaning (Nullable).
+		// Written back by a sink, the zero key is a key (String's "" is empty bytes, not
+		// null); a topology that must keep null keys null uses a Nullable key serde.
 		if r.Key != nil || !errors.Is(err, serde.ErrTombstone) {
 			return &DeserializationError{Node: s.node.Name, Part: "key", Err: err}
 		}
