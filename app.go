@@ -28,6 +28,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/topology"
 )
 
@@ -38,6 +39,15 @@ type App struct {
 	cfg     Config
 	sarama  *sarama.Config
 	started atomic.Bool
+	rt      atomic.Pointer[runtime]
+	hooks   testHooks
+}
+
+// testHooks let eddy's own tests inject faults; see export_test.go.
+type testHooks struct {
+	// beforeCommit runs before a task commits; an error fails the commit as an
+	// abortable producer error would.
+	beforeCommit func(task processor.TaskID) error
 }
 
 // Sentinel errors.
@@ -85,11 +95,29 @@ func (a *App) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.rt.Store(rt)
 	defer rt.close()
 	if err := rt.prepareTopics(ctx); err != nil {
 		return err
 	}
 	return rt.run(ctx)
+}
+
+// Tasks lists the tasks this instance runs now, sorted.
+func (a *App) Tasks() []processor.TaskID {
+	rt := a.rt.Load()
+	if rt == nil {
+		return nil
+	}
+	rt.mu.Lock()
+	set := map[processor.TaskID]bool{}
+	for id, t := range rt.tasks {
+		if !t.dead.Load() {
+			set[id] = true
+		}
+	}
+	rt.mu.Unlock()
+	return sortedTasks(set)
 }
 
 func (a *App) String() string { return fmt.Sprintf("eddy app %q", a.cfg.ApplicationID) }

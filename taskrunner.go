@@ -322,6 +322,11 @@ func (t *taskRunner) commit(ctx context.Context) error {
 	if err := t.set.LogChanges(changelogWriter{t: t, ctx: ctx}); err != nil {
 		return err
 	}
+	if h := t.rt.app.hooks.beforeCommit; h != nil {
+		if err := h(t.id); err != nil {
+			return &txproducer.Error{Op: "commit (injected)", Class: txproducer.Abortable, Err: err}
+		}
+	}
 	offsets := map[string]map[int32]int64{}
 	for topic, off := range t.consumed {
 		if off > t.inbox.startOf(topic) {

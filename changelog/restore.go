@@ -31,7 +31,8 @@ type Result struct {
 	Store string
 	// From and To are the offsets read: [From, To).
 	From, To int64
-	// Records is the number of changelog records applied.
+	// Records is the number of changelog records read and applied (a key written
+	// several times within one fetch is applied once, with its last value).
 	Records int64
 	// Wiped is true when the store was emptied first: it had no checkpoint, or its
 	// checkpoint was outside the changelog (the topic was recreated or truncated).
@@ -118,7 +119,7 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 			res.Duration = time.Since(began)
 			return res, err
 		}
-		batch, newNext, err := r.fetch(topic, partition, next, end, maxBytes)
+		batch, read, newNext, err := r.fetch(topic, partition, next, end, maxBytes)
 		if err != nil {
 			if errors.Is(err, sarama.ErrOffsetOutOfRange) {
 				// The log start moved past us (truncated): what we have is not a prefix
@@ -150,7 +151,7 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 		}); err != nil {
 			return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, err)
 		}
-		res.Records += int64(len(batch))
+		res.Records += int64(read)
 		next = newNext
 		rate := float64(res.Records) / time.Since(began).Seconds()
 		r.report(Progress{Store: store, Topic: topic, Partition: partition, Done: next - from, Total: end - from, Rate: rate})
@@ -175,10 +176,10 @@ func (r *Restorer) report(p Progress) {
 // fetch reads the committed records of [next, end) that one Fetch returns, as store
 // entries in key order (the last value per key; nil values are deletes), and the offset
 // to fetch next.
-func (r *Restorer) fetch(topic string, partition int32, next, end int64, maxBytes int32) ([]statestore.Entry, int64, error) {
+func (r *Restorer) fetch(topic string, partition int32, next, end int64, maxBytes int32) ([]statestore.Entry, int, int64, error) {
 	recs, newNext, err := kread.Fetch(r.Client, topic, partition, next, end, maxBytes)
 	if err != nil {
-		return nil, next, err
+		return nil, 0, next, err
 	}
 	index := make(map[string]int, len(recs))
 	entries := make([]statestore.Entry, 0, len(recs))
@@ -191,5 +192,5 @@ func (r *Restorer) fetch(topic string, partition int32, next, end int64, maxByte
 		entries = append(entries, statestore.Entry{Key: rec.Key, Value: rec.Value})
 	}
 	statestore.SortEntries(entries)
-	return entries, newNext, nil
+	return entries, len(recs), newNext, nil
 }

@@ -29,15 +29,21 @@ func Words(line string) []string {
 	})
 }
 
-// Topology builds the word-count topology.
+// Topology builds the word-count topology on the demo's topics.
 func Topology() (*topology.Topology, error) {
+	return TopologyFor(InputTopic, OutputTopic)
+}
+
+// TopologyFor builds the word-count topology reading lines from input and writing
+// counts to output.
+func TopologyFor(input, output string) (*topology.Topology, error) {
 	b := topology.NewBuilder()
-	topology.AddSource(b, "lines", serde.String(), serde.String(), InputTopic)
+	topology.AddSource(b, "lines", serde.String(), serde.String(), input)
 	topology.AddProcessor(b, "split", processor.FlatMap(splitLine), "lines")
 	topology.AddRepartition(b, "words", serde.String(), serde.String(), "split")
 	topology.AddProcessor(b, "count", func() processor.Processor[string, string, string, int64] { return &counter{} }, "words")
 	topology.AddKeyValueStore(b, StoreName, serde.String(), serde.Int64(), "count")
-	topology.AddSink(b, "output", OutputTopic, serde.String(), serde.Int64(), "count")
+	topology.AddSink(b, "output", output, serde.String(), serde.Int64(), "count")
 	return b.Build()
 }
 
