@@ -42,8 +42,24 @@ const (
 // OpenBolt moves the file aside and the task restores the stores from their changelogs.
 var ErrDamaged = errors.New("state store file is damaged")
 
-// metaBucket holds each store's checkpoint: store name → 8-byte big-endian offset.
-var metaBucket = []byte("__eddy_meta")
+// Buckets of the backend's own, next to one bucket per store. Store names starting
+// with reservedPrefix are refused.
+var (
+	// metaBucket holds each store's checkpoint: store name → 8-byte big-endian offset.
+	metaBucket = []byte("__eddy_meta")
+	// emptyKeyBucket holds the value of each store's empty key (bbolt refuses empty
+	// keys; Kafka and the memory backend do not): store name → value.
+	emptyKeyBucket = []byte("__eddy_empty_key")
+)
+
+const reservedPrefix = "__eddy_"
+
+func checkStoreName(store string) error {
+	if strings.HasPrefix(store, reservedPrefix) {
+		return fmt.Errorf("store name %q: the prefix %q is reserved", store, reservedPrefix)
+	}
+	return nil
+}
 
 // VerifyMode says when OpenBolt runs a full consistency check of an existing file.
 type VerifyMode int
@@ -270,7 +286,7 @@ func openLocked(dir, path string, lock *os.File, opts BoltOptions, rep *OpenRepo
 	if err != nil {
 		return nil, err
 	}
-	return &boltBackend{db: db, dir: dir, path: path, lock: lock, opts: opts, log: log}, nil
+	return &boltBackend{db: db, dir: dir, path: path, lock: lock, opts: opts, log: log, firstChunk: firstChunk}, nil
 }
 
 // cheapCheck reads both meta pages and the freelist page. For a cleanly closed file it
@@ -423,6 +439,8 @@ type boltBackend struct {
 	log     *slog.Logger
 	closed  bool
 	damaged atomic.Pointer[error] // set once an operation found the file damaged
+	// firstChunk is the size of an iterator's first chunk (tests make it tiny).
+	firstChunk int
 }
 
 // do runs fn (a bbolt call) under the backend's read lock. A panic or a memory fault
@@ -470,8 +488,12 @@ func (b *boltBackend) Get(store string, key []byte) ([]byte, error) {
 	var out []byte
 	err := b.do("get", store, func() error {
 		return b.db.View(func(tx *bolt.Tx) error {
-			if bk := tx.Bucket([]byte(store)); bk != nil {
-				if v := bk.Get(key); v != nil {
+			bk, k := tx.Bucket([]byte(store)), key
+			if len(key) == 0 {
+				bk, k = tx.Bucket(emptyKeyBucket), []byte(store)
+			}
+			if bk != nil {
+				if v := bk.Get(k); v != nil {
 					out = bytes.Clone(v)
 				}
 			}
@@ -488,10 +510,14 @@ func (b *boltBackend) Get(store string, key []byte) ([]byte, error) {
 // between two chunks. The set's own Flush moves buffered values into the backend and
 // leaves the merged view unchanged.
 func (b *boltBackend) Iterate(store string, from, to []byte) (BytesIterator, error) {
-	if err := b.do("iterate", store, func() error { return nil }); err != nil {
+	if err := b.do("iterate", store, func() error { return checkStoreName(store) }); err != nil {
 		return nil, err
 	}
-	return &boltIterator{b: b, store: []byte(store), from: bytes.Clone(from), to: bytes.Clone(to), limit: firstChunk}, nil
+	if len(from) == 0 {
+		from = nil
+	}
+	return &boltIterator{b: b, store: []byte(store), from: bytes.Clone(from), to: bytes.Clone(to), limit: b.firstChunk,
+		withEmpty: from == nil && (to == nil || len(to) > 0)}, nil
 }
 
 // Chunk sizes of an iterator: small first (a prefix scan often wants a few keys), then
@@ -514,6 +540,8 @@ type boltIterator struct {
 	pos      int
 	limit    int
 	err      error
+	// withEmpty: the range includes the empty key, kept apart; it comes first.
+	withEmpty bool
 }
 
 func (it *boltIterator) Next() bool {
@@ -543,6 +571,13 @@ func (it *boltIterator) fill() error {
 	store := string(it.store)
 	return it.b.do("iterate", store, func() error {
 		return it.b.db.View(func(tx *bolt.Tx) error {
+			if it.withEmpty && !it.started {
+				if eb := tx.Bucket(emptyKeyBucket); eb != nil {
+					if v := eb.Get(it.store); v != nil {
+						it.chunk = append(it.chunk, Entry{Key: []byte{}, Value: it.addArena(v)})
+					}
+				}
+			}
 			bk := tx.Bucket(it.store)
 			if bk == nil {
 				it.done = true
@@ -584,6 +619,9 @@ func (it *boltIterator) fill() error {
 // addArena copies p into the arena. A grown arena leaves earlier entries pointing into
 // the old one, which stays valid.
 func (it *boltIterator) addArena(p []byte) []byte {
+	if len(p) == 0 {
+		return []byte{} // an empty value is not a tombstone
+	}
 	start := len(it.arena)
 	it.arena = append(it.arena, p...)
 	return it.arena[start:len(it.arena):len(it.arena)]
@@ -605,6 +643,9 @@ func (b *boltBackend) Count(store string) (int64, error) {
 			if bk := tx.Bucket([]byte(store)); bk != nil {
 				n = int64(bk.Stats().KeyN)
 			}
+			if eb := tx.Bucket(emptyKeyBucket); eb != nil && eb.Get([]byte(store)) != nil {
+				n++
+			}
 			return nil
 		})
 	})
@@ -620,15 +661,25 @@ func (b *boltBackend) Write(batch Batch) error {
 				if len(entries) == 0 {
 					continue
 				}
+				if err := checkStoreName(store); err != nil {
+					return err
+				}
 				bk, err := tx.CreateBucketIfNotExists([]byte(store))
 				if err != nil {
 					return fmt.Errorf("store %q: %w", store, err)
 				}
 				for _, e := range entries {
+					b, k := bk, e.Key
+					if len(e.Key) == 0 {
+						if b, err = tx.CreateBucketIfNotExists(emptyKeyBucket); err != nil {
+							return err
+						}
+						k = []byte(store)
+					}
 					if e.Value == nil {
-						err = bk.Delete(e.Key)
+						err = b.Delete(k)
 					} else {
-						err = bk.Put(e.Key, e.Value)
+						err = b.Put(k, e.Value)
 					}
 					if err != nil {
 						return fmt.Errorf("store %q: key %x: %w", store, e.Key, err)
@@ -673,11 +724,18 @@ func (b *boltBackend) Checkpoint(store string) (int64, bool, error) {
 func (b *boltBackend) Wipe(store string) error {
 	return b.do("wipe", store, func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
+			if err := checkStoreName(store); err != nil {
+				return err
+			}
 			if err := tx.DeleteBucket([]byte(store)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return err
 			}
-			if meta := tx.Bucket(metaBucket); meta != nil {
-				return meta.Delete([]byte(store))
+			for _, name := range [][]byte{metaBucket, emptyKeyBucket} {
+				if bk := tx.Bucket(name); bk != nil {
+					if err := bk.Delete([]byte(store)); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		})
