@@ -229,3 +229,29 @@ func compare(t *testing.T, what string, got, want map[string]int64) {
 		}
 	}
 }
+
+// The unit test shown in README.md, verbatim, so the README stays true.
+func TestReadmeExample(t *testing.T) {
+	topo, err := wordcount.Topology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := topologytest.New(topo, topologytest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := topologytest.NewInputTopic(d, wordcount.InputTopic, serde.String(), serde.String())
+	out := topologytest.NewOutputTopic(d, wordcount.OutputTopic, serde.String(), serde.Int64())
+
+	if err := in.PipeValues("Hello, Straße!", "hello STRASSE straße"); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := out.ReadKeyValueMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts["hello"] != 2 || counts["straße"] != 2 || counts["strasse"] != 1 {
+		t.Fatalf("counts %v", counts)
+	}
+}
