@@ -133,8 +133,11 @@ type Context[K, V any] interface {
 	// It returns the first error a child returns.
 	Forward(rec Record[K, V], children ...string) error
 	// Schedule calls fn every interval of the given clock until cancelled or the task
-	// closes. A wall-clock punctuator that falls behind fires once, not once per missed
-	// interval.
+	// closes, as Kafka Streams does: a StreamTime punctuator is aligned to multiples of
+	// interval since the Unix epoch and first fires at the first record; a WallClockTime
+	// one first fires one interval after Schedule. Either fires once, not once per
+	// missed interval, when its clock jumps. fn gets the clock's current time; what it
+	// forwards and writes is committed like the output of a record.
 	Schedule(interval time.Duration, typ PunctuationType, fn Punctuator) (Cancellable, error)
 	// RecordMetadata describes the record being processed; ok is false inside a
 	// punctuator, where no record is.

@@ -1,4 +1,4 @@
-// Package graph is the checked, typed-erased form of a topology: nodes, stores and
+// Package graph is the checked, type-erased form of a topology: nodes, stores and
 // sub-topologies, plus the factories that make a task's running node instances. The
 // public topology package builds it; the task engine runs it.
 package graph
