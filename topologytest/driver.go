@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -410,21 +411,48 @@ func (out *OutputTopic[K, V]) ReadRecords() ([]processor.Record[K, V], error) {
 }
 
 // ReadKeyValueMap reads the unread records and returns the last value per key, as a
-// compacted topic would keep.
+// compacted topic would keep: a tombstone (a record with a nil value) removes its key.
+// Keys are rendered as strings: a string as it is, []byte as its bytes, a pointer as
+// what it points to ("<nil>" for nil), anything else with fmt.Sprint.
 func (out *OutputTopic[K, V]) ReadKeyValueMap() (map[string]V, error) {
+	start := out.d.read[out.topic]
 	recs, err := out.ReadRecords()
 	if err != nil {
 		return nil, err
 	}
+	raw := out.d.topics[out.topic][start:]
 	m := map[string]V{}
-	for _, r := range recs {
-		m[fmt.Sprint(r.Key)] = r.Value
+	for i, r := range recs {
+		k := keyString(r.Key)
+		if raw[i].Value == nil {
+			delete(m, k)
+			continue
+		}
+		m[k] = r.Value
 	}
 	return m, nil
 }
 
-// KeyValueStore returns a store of the topology for reading (and, in tests, writing).
-// Writes made through it are committed at the next piped record.
+func keyString(k any) string {
+	switch v := k.(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	}
+	rv := reflect.ValueOf(k)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return "<nil>"
+		}
+		return keyString(rv.Elem().Interface())
+	}
+	return fmt.Sprint(k)
+}
+
+// KeyValueStore returns a store of the topology for reading and, in tests, writing.
+// Each write made through it is committed at once (changelog, then backend), as if a
+// processor had made it in a record of its own.
 func KeyValueStore[K, V any](d *Driver, name string) (statestore.KeyValueStore[K, V], error) {
 	for _, t := range d.tasks {
 		s, err := t.Store(name)
@@ -433,9 +461,42 @@ func KeyValueStore[K, V any](d *Driver, name string) (statestore.KeyValueStore[K
 		}
 		kv, ok := s.(statestore.KeyValueStore[K, V])
 		if !ok {
-			return nil, fmt.Errorf("topologytest: store %q is a %T, not a KeyValueStore of the asked types", name, s)
+			return nil, fmt.Errorf("topologytest: store %q is a %T, not a KeyValueStore[%v, %v] (the types given to topology.AddKeyValueStore)", name, s, reflect.TypeFor[K](), reflect.TypeFor[V]())
 		}
-		return kv, nil
+		return &committingStore[K, V]{KeyValueStore: kv, d: d, t: t}, nil
 	}
 	return nil, fmt.Errorf("topologytest: %w: %q", statestore.ErrUnknownStore, name)
+}
+
+// committingStore commits its task after every write, so that writes a test makes
+// between records neither wait for nor depend on the next record of that task.
+type committingStore[K, V any] struct {
+	statestore.KeyValueStore[K, V]
+	d *Driver
+	t *task.Task
+}
+
+func (s *committingStore[K, V]) commit(err error) error {
+	if err != nil {
+		s.t.Stores().Discard()
+		return err
+	}
+	if err := s.d.commit(s.t); err != nil {
+		s.t.Stores().Discard()
+		return err
+	}
+	return nil
+}
+
+func (s *committingStore[K, V]) Put(k K, v V) error {
+	return s.commit(s.KeyValueStore.Put(k, v))
+}
+
+func (s *committingStore[K, V]) PutIfAbsent(k K, v V) (V, bool, error) {
+	old, existed, err := s.KeyValueStore.PutIfAbsent(k, v)
+	return old, existed, s.commit(err)
+}
+
+func (s *committingStore[K, V]) Delete(k K) error {
+	return s.commit(s.KeyValueStore.Delete(k))
 }

@@ -360,7 +360,7 @@ func TestTopicReadBack(t *testing.T) {
 	}
 }
 
-// Writes made through the driver's store handle are committed with the next record.
+// Writes made through the driver's store handle are committed at once.
 func TestStoreHandle(t *testing.T) {
 	d := sums(t, topologytest.Config{})
 	st, err := topologytest.KeyValueStore[string, int64](d, "totals")
@@ -369,6 +369,26 @@ func TestStoreHandle(t *testing.T) {
 	}
 	if err := st.Put("a", 100); err != nil {
 		t.Fatal(err)
+	}
+	if _, existed, err := st.PutIfAbsent("b", 1); err != nil || existed {
+		t.Fatalf("PutIfAbsent = %v, %v", existed, err)
+	}
+	if err := st.Delete("b"); err != nil {
+		t.Fatal(err)
+	}
+	var cl []string
+	for _, r := range d.Records(d.ChangelogTopic("totals")) {
+		cl = append(cl, fmt.Sprintf("%s=%x", r.Key, r.Value))
+	}
+	if want := []string{"a=0000000000000064", "b=0000000000000001", "b="}; !slices.Equal(cl, want) {
+		t.Fatalf("changelog %q, want %q: each write committed at once", cl, want)
+	}
+	// A failing record does not take the committed writes with it.
+	if err := topologytest.NewInputTopic(d, "amounts", serde.String(), serde.Int64()).Pipe("a", -1); err == nil {
+		t.Fatal("negative amount accepted")
+	}
+	if v, _, _ := st.Get("a"); v != 100 {
+		t.Fatalf("store a = %d after a failed record, want 100", v)
 	}
 	badAmounts(t, d)
 	got := readAll(t, topologytest.NewOutputTopic(d, "totals", serde.String(), serde.Int64()))
@@ -427,5 +447,45 @@ func TestStateDirPersistsStores(t *testing.T) {
 	got := readAll(t, topologytest.NewOutputTopic(d2, "totals", serde.String(), serde.Int64()))
 	if !slices.Equal(got, []string{"a=3"}) {
 		t.Fatalf("got %q; the total should survive the restart", got)
+	}
+}
+
+// ReadKeyValueMap reads an output topic as a compacted topic: the last value per key, a
+// tombstone removes the key; keys that are pointers or bytes are rendered by content.
+func TestReadKeyValueMap(t *testing.T) {
+	b := topology.NewBuilder()
+	topology.AddSource(b, "in", serde.Nullable(serde.String()), serde.Nullable(serde.String()), "input")
+	topology.AddSink(b, "out", "output", serde.Nullable(serde.String()), serde.Nullable(serde.String()), "in")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := topologytest.New(topo, topologytest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, kv := range [][2]string{{"a", "1"}, {"b", "2"}, {"a", "3"}, {"b", ""}, {"", "x"}} {
+		var k, v []byte
+		if kv[0] != "" {
+			k = []byte(kv[0])
+		}
+		if kv[1] != "" {
+			v = []byte(kv[1])
+		}
+		if err := d.PipeRaw("input", k, v, nil, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := topologytest.NewOutputTopic(d, "output", serde.Nullable(serde.String()), serde.Nullable(serde.String())).ReadKeyValueMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for k, v := range m {
+		got[k] = *v
+	}
+	if len(got) != 2 || got["a"] != "3" || got["<nil>"] != "x" {
+		t.Fatalf("ReadKeyValueMap = %v; want a=3, <nil>=x and b deleted by its tombstone", got)
 	}
 }

@@ -289,6 +289,7 @@ func (t *Task) Process(rec graph.RawRecord) error {
 	}
 	md := processor.RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 	t.current = &md
+	before := t.streamTime
 	if rec.Timestamp.After(t.streamTime) {
 		t.streamTime = rec.Timestamp
 	}
@@ -297,6 +298,9 @@ func (t *Task) Process(rec graph.RawRecord) error {
 	if err != nil {
 		var de *graph.DeserializationError
 		if errors.As(err, &de) {
+			// A record that cannot be read reached no processor; like Kafka Streams, do
+			// not let its timestamp move stream time (and fire punctuators).
+			t.streamTime = before
 			if err := t.badRecord(rec, de); err != nil {
 				return t.nodeError(err, &md)
 			}

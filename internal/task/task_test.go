@@ -245,3 +245,24 @@ func TestOnBadRecord(t *testing.T) {
 		t.Fatalf("told %q, want %q", told, want)
 	}
 }
+
+// A record that cannot be deserialized reaches no processor, so it must not move stream
+// time either.
+func TestSkippedRecordDoesNotMoveStreamTime(t *testing.T) {
+	b := topology.NewBuilder()
+	topology.AddSource(b, "in", serde.String(), serde.Int64(), "input")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := newTask(t, topo, &collector{parts: 1}, func(cfg *task.Config) { cfg.OnDeserializationError = task.Skip })
+	if err := tk.Process(raw("input", 2, "k", "\x00\x00\x00\x00\x00\x00\x00\x01")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Process(raw("input", 50, "k", "bad")); err != nil {
+		t.Fatal(err)
+	}
+	if got := tk.StreamTime(); !got.Equal(time.UnixMilli(2000)) {
+		t.Fatalf("StreamTime = %v after a skipped record; want 2s after the epoch", got)
+	}
+}
