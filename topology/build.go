@@ -121,6 +121,11 @@ func (b *Builder) Build() (*Topology, error) {
 			}
 		}
 	}
+	for _, n := range b.nodes {
+		if n.Kind == graph.Sink && n.Internal && n.RepartitionPartitions < 0 {
+			fail("repartition %q: WithPartitions(%d): the partition count must be positive", n.Topics[0], n.RepartitionPartitions)
+		}
+	}
 	if cyc := findCycle(b.nodes, b.byName); cyc != nil {
 		fail("cycle through nodes %s", strings.Join(quoteAll(cyc), " -> "))
 	}

@@ -218,6 +218,10 @@ func TestBuildOtherErrors(t *testing.T) {
 			topology.AddProcessor(b, "p", identity(), "in")
 			topology.AddKeyValueStore(b, "my counts", serde.String(), serde.Int64(), "p")
 		}, []string{"my counts"}, "topic name"},
+		{"negative repartition partitions", func(b *topology.Builder) {
+			topology.AddSource(b, "in", serde.String(), serde.String(), "a")
+			topology.AddRepartition(b, "by-key", serde.String(), serde.String(), "in").WithPartitions(-3)
+		}, []string{"by-key"}, "must be positive"},
 		{"repartition name not a topic name", func(b *topology.Builder) {
 			topology.AddSource(b, "in", serde.String(), serde.String(), "a")
 			topology.AddRepartition(b, "by/word", serde.String(), serde.String(), "in")

@@ -150,8 +150,9 @@ type RepartitionNode[K, V any] struct {
 	vals   serde.Serde[V]
 }
 
-// WithPartitions sets the partition count of the repartition topic. By default it has as
-// many partitions as the largest source topic of the sub-topology that writes it.
+// WithPartitions sets the partition count of the repartition topic (0 means the
+// default). By default it has as many partitions as the largest source topic of the
+// sub-topology that writes it.
 func (r *RepartitionNode[K, V]) WithPartitions(n int32) *RepartitionNode[K, V] {
 	r.sink.RepartitionPartitions = n
 	return r
