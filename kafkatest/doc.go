@@ -1,0 +1,35 @@
+// Package kafkatest runs eddy's tests, and yours, against Kafka: an embedded
+// broker that needs nothing installed, and a harness that runs the same test
+// against the embedded broker and a real Apache Kafka.
+//
+// # Embedded broker
+//
+// [NewBroker] (or [Start] in a test) starts an in-process Kafka-compatible
+// broker on 127.0.0.1 with an ephemeral port. It is franz-go's kfake: it
+// speaks the Kafka protocol, including idempotent and transactional
+// producers, consumer groups, read_committed fetches and the admin API, so
+// an eddy application, sarama, or any other Kafka client talks to it as to a
+// real cluster (the differences that matter are in docs/kafka-notes.md).
+// State lives in memory and disappears at [Broker.Close].
+//
+// # Embedded and real Kafka
+//
+// [ForEachCluster] runs a test twice as subtests: "embedded", always, and
+// "kafka", against the real cluster named by the environment variable
+// EDDY_TEST_BROKERS (comma-separated host:port list) when it is set, skipped
+// otherwise. The repository's test.sh starts a real single-node Kafka with
+// integration/kafka.sh and sets the variable. A real cluster outlives tests
+// and test runs, so name topics and groups with [Cluster.Unique].
+//
+// [Cluster] also has the helpers an exactly-once test needs: create topics,
+// produce, read everything committed (read_committed, up to the last stable
+// offset), end offsets under either isolation level, a group's committed
+// offsets, and a wait for "no transaction open on this topic".
+//
+// # sarama configuration
+//
+// [NewSaramaConfig] returns the sarama configuration these helpers use; its
+// Version (sarama.V4_0_0_0) works against both the embedded broker and
+// Kafka 4.1. docs/kafka-notes.md in the repository records the protocol
+// facts and quirks the smoke tests of this package establish.
+package kafkatest

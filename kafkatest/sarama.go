@@ -1,0 +1,265 @@
+package kafkatest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// NewSaramaConfig returns a sarama configuration that works against both the
+// embedded broker and Apache Kafka 4.1, as the package's helpers use it:
+//
+//   - Version sarama.V4_0_0_0. sarama clamps every request to the versions a
+//     broker advertises (ApiVersions), so Version is the client's ceiling;
+//     4.0 turns on every code path Kafka 4.x needs (KIP-447 TxnOffsetCommit
+//     v3, PRODUCER_FENCED, InitProducerId epoch bumps). Kafka 4.x removed
+//     the protocol versions before 2.1; never go below V2_5_0_0 for
+//     transactions.
+//   - short retry backoffs and timeouts for tests.
+//
+// Each call returns a new configuration; change it freely.
+func NewSaramaConfig() *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.ClientID = "eddy-kafkatest"
+	cfg.Version = sarama.V4_0_0_0
+	cfg.Metadata.Retry.Backoff = 50 * time.Millisecond
+	cfg.Net.DialTimeout = 10 * time.Second
+	cfg.Admin.Timeout = 30 * time.Second
+	cfg.Admin.Retry.Backoff = 50 * time.Millisecond
+	cfg.Producer.Retry.Backoff = 50 * time.Millisecond
+	cfg.Consumer.Retry.Backoff = 50 * time.Millisecond
+	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
+	return cfg
+}
+
+// withClient runs fn with a sarama client of addrs, closing it afterwards.
+// fn runs in its own goroutine: when ctx ends first, withClient closes the
+// client (which fails fn's pending calls) and returns ctx's error.
+func withClient(ctx context.Context, addrs []string, fn func(sarama.Client) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cfg := NewSaramaConfig()
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d > 0 && d < cfg.Admin.Timeout {
+			cfg.Admin.Timeout = d
+		}
+	}
+	client, err := sarama.NewClient(addrs, cfg)
+	if err != nil {
+		return fmt.Errorf("connecting to %v: %w", addrs, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn(client) }()
+	select {
+	case err = <-done:
+		if cerr := client.Close(); cerr != nil && err == nil && !errors.Is(cerr, sarama.ErrClosedClient) {
+			err = fmt.Errorf("closing the client of %v: %w", addrs, cerr)
+		}
+		return err
+	case <-ctx.Done():
+		_ = client.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func createTopic(ctx context.Context, addrs []string, name string, partitions int32, configs map[string]string) error {
+	if partitions < 1 {
+		return fmt.Errorf("kafkatest: create topic %q: partitions must be at least 1, got %d", name, partitions)
+	}
+	err := withClient(ctx, addrs, func(client sarama.Client) error {
+		admin, err := sarama.NewClusterAdminFromClient(client)
+		if err != nil {
+			return err
+		}
+		detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1}
+		if len(configs) > 0 {
+			detail.ConfigEntries = make(map[string]*string, len(configs))
+			for k, v := range configs {
+				detail.ConfigEntries[k] = &v
+			}
+		}
+		if err := admin.CreateTopic(name, detail, false); err != nil {
+			return err
+		}
+		// Wait until the metadata shows every partition with a leader.
+		for {
+			if err := client.RefreshMetadata(name); err == nil {
+				if ps, err := client.Partitions(name); err == nil && int32(len(ps)) == partitions {
+					ready := true
+					for _, p := range ps {
+						if _, err := client.Leader(name, p); err != nil {
+							ready = false
+							break
+						}
+					}
+					if ready {
+						return nil
+					}
+				}
+			}
+			if err := sleep(ctx, 20*time.Millisecond); err != nil {
+				return fmt.Errorf("waiting for its partitions to get leaders: %w", err)
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("kafkatest: create topic %q (%d partitions) on %v: %w", name, partitions, addrs, err)
+	}
+	return nil
+}
+
+// partitions returns the partition IDs of topic, sorted.
+func partitionsOf(client sarama.Client, topic string) ([]int32, error) {
+	if err := client.RefreshMetadata(topic); err != nil {
+		return nil, err
+	}
+	return client.Partitions(topic)
+}
+
+func endOffsets(ctx context.Context, addrs []string, topic string, isolation sarama.IsolationLevel) (map[int32]int64, error) {
+	var out map[int32]int64
+	err := withClient(ctx, addrs, func(client sarama.Client) error {
+		var err error
+		out, err = listOffsets(client, topic, sarama.OffsetNewest, isolation)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: end offsets of %q (%s) on %v: %w", topic, isolationName(isolation), addrs, err)
+	}
+	return out, nil
+}
+
+// listOffsets asks, for every partition of topic, for the offset at query
+// (sarama.OffsetNewest or sarama.OffsetOldest) under isolation.
+func listOffsets(client sarama.Client, topic string, query int64, isolation sarama.IsolationLevel) (map[int32]int64, error) {
+	ps, err := partitionsOf(client, topic)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		return nil, err
+	}
+	req := map[string]map[int32]int64{topic: {}}
+	for _, p := range ps {
+		req[topic][p] = query
+	}
+	res, err := admin.ListOffsets(req, &sarama.ListOffsetsOptions{IsolationLevel: isolation})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64, len(ps))
+	for _, p := range ps {
+		r := res[topic][p]
+		if r == nil {
+			return nil, fmt.Errorf("partition %d: no result", p)
+		}
+		if r.Err != nil && !errors.Is(r.Err, sarama.ErrNoError) {
+			return nil, fmt.Errorf("partition %d: %w", p, r.Err)
+		}
+		out[p] = r.Offset
+	}
+	return out, nil
+}
+
+func committedOffsets(ctx context.Context, addrs []string, group, topic string) (map[int32]int64, error) {
+	var out map[int32]int64
+	err := withClient(ctx, addrs, func(client sarama.Client) error {
+		ps, err := partitionsOf(client, topic)
+		if err != nil {
+			return err
+		}
+		admin, err := sarama.NewClusterAdminFromClient(client)
+		if err != nil {
+			return err
+		}
+		resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
+		if err != nil {
+			return err
+		}
+		out = make(map[int32]int64, len(ps))
+		for _, p := range ps {
+			b := resp.GetBlock(topic, p)
+			if b == nil {
+				return fmt.Errorf("partition %d: no result", p)
+			}
+			if !errors.Is(b.Err, sarama.ErrNoError) {
+				return fmt.Errorf("partition %d: %w", p, b.Err)
+			}
+			out[p] = b.Offset
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: committed offsets of group %q on %q on %v: %w", group, topic, addrs, err)
+	}
+	return out, nil
+}
+
+func produce(ctx context.Context, addrs []string, topic string, partition int32, msgs []*sarama.ProducerMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cfg := NewSaramaConfig()
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Return.Errors = true
+	cfg.Producer.Idempotent = true
+	cfg.Net.MaxOpenRequests = 1
+	if partition >= 0 {
+		cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	} else {
+		cfg.Producer.Partitioner = sarama.NewMurmur2Partitioner
+	}
+	for _, m := range msgs {
+		m.Topic = topic
+		if partition >= 0 {
+			m.Partition = partition
+		}
+	}
+	p, err := sarama.NewSyncProducer(addrs, cfg)
+	if err != nil {
+		return fmt.Errorf("kafkatest: produce to %q: connecting to %v: %w", topic, addrs, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.SendMessages(msgs) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if cerr := p.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("kafkatest: produce %d records to %q on %v: %w", len(msgs), topic, addrs, err)
+	}
+	return nil
+}
+
+func isolationName(l sarama.IsolationLevel) string {
+	if l == sarama.ReadCommitted {
+		return "read_committed"
+	}
+	return "read_uncommitted"
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# test.sh — run eddy's whole test suite: every package's tests with the race
+# detector, the integration tests against both the embedded broker and a real
+# single-node Apache Kafka 4.1 (started from Maven Central jars by
+# integration/kafka.sh, needs Java 17+ and Maven).
+#
+#   ./test.sh                         # go test -race -timeout 30m ./...
+#   ./test.sh -run TestFencing ./kafkatest/   # other go test arguments
+#
+# The broker listens on 127.0.0.1:19092 (EDDY_KAFKA_PORT to change). A broker
+# this script starts is stopped on exit; one that was already running (from
+# integration/kafka.sh start) is used and left running. If the broker cannot
+# start, the script fails: it never falls back to the embedded broker alone.
+# The exit status is go test's.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+t0=$SECONDS
+step() { printf '== test.sh [%3ds] %s\n' $((SECONDS - t0)) "$*" >&2; }
+
+step "go mod download"
+go mod download
+
+kafka=integration/kafka.sh
+if $kafka status >/dev/null 2>&1; then
+	step "using the Kafka broker that is already running ($($kafka status))"
+	addr=$($kafka addr)
+else
+	step "starting Kafka ($kafka start)"
+	if ! addr=$($kafka start); then
+		echo "test.sh: FAILED: the real Kafka broker did not start (see the messages above and '$kafka logs')." >&2
+		echo "test.sh: the integration tests need it; not running the tests against the embedded broker alone." >&2
+		exit 1
+	fi
+	trap 'step "stopping Kafka"; $kafka stop || true' EXIT
+fi
+
+if (($# == 0)); then
+	set -- ./...
+fi
+step "EDDY_TEST_BROKERS=$addr go test -race -timeout 30m $*"
+set +e
+EDDY_TEST_BROKERS=$addr go test -race -timeout 30m "$@"
+status=$?
+set -e
+if ((status != 0)); then
+	step "go test failed (exit $status); broker warnings and errors, last 20:"
+	grep -E '^\[[^]]*\] (WARN|ERROR) ' "${EDDY_KAFKA_HOME:-integration/.kafka}/logs/server.log" 2>/dev/null | tail -n 20 >&2 || true
+fi
+step "go test done (exit $status)"
+exit $status
