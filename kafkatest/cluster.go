@@ -185,7 +185,10 @@ func (c *Cluster) EndOffsets(ctx context.Context, topic string, isolation sarama
 
 // CommittedOffsets returns the group's committed offset per partition of
 // topic: the offset of the next record to consume, or -1 where the group has
-// committed none.
+// committed none. It asks as a read_committed group member does
+// (RequireStable, KIP-447): offsets of a committed transaction whose markers
+// Kafka has not yet written are waited for, not missed, so it is safe to
+// call right after CommitTxn.
 func (c *Cluster) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
 	return committedOffsets(ctx, c.addrs, group, topic)
 }

@@ -186,31 +186,76 @@ func committedOffsets(ctx context.Context, addrs []string, group, topic string) 
 		if err != nil {
 			return err
 		}
-		admin, err := sarama.NewClusterAdminFromClient(client)
-		if err != nil {
-			return err
-		}
-		resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
-		if err != nil {
-			return err
-		}
-		out = make(map[int32]int64, len(ps))
-		for _, p := range ps {
-			b := resp.GetBlock(topic, p)
-			if b == nil {
-				return fmt.Errorf("partition %d: no result", p)
+		for {
+			var retry error
+			out, retry, err = fetchStableOffsets(client, group, topic, ps)
+			if err != nil {
+				return err
 			}
-			if !errors.Is(b.Err, sarama.ErrNoError) {
-				return fmt.Errorf("partition %d: %w", p, b.Err)
+			if retry == nil {
+				return nil
 			}
-			out[p] = b.Offset
+			if err := sleep(ctx, 20*time.Millisecond); err != nil {
+				return fmt.Errorf("%w (last answer: %w)", err, retry)
+			}
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kafkatest: committed offsets of group %q on %q on %v: %w", group, topic, addrs, err)
 	}
 	return out, nil
+}
+
+// fetchStableOffsets sends one OffsetFetch with RequireStable (KIP-447),
+// as a read_committed group member does: while a committed transaction's
+// offsets are not yet materialised (Kafka writes the commit markers after
+// EndTxn has answered), the coordinator answers UNSTABLE_OFFSET_COMMIT. Such
+// retriable answers come back as retry; other failures as err.
+func fetchStableOffsets(client sarama.Client, group, topic string, ps []int32) (out map[int32]int64, retry, err error) {
+	coordinator, err := client.Coordinator(group)
+	if err != nil {
+		_ = client.RefreshCoordinator(group)
+		return nil, err, nil
+	}
+	req := sarama.NewOffsetFetchRequest(client.Config().Version, group, map[string][]int32{topic: ps})
+	req.RequireStable = true
+	resp, err := coordinator.FetchOffset(req)
+	if err != nil {
+		_ = client.RefreshCoordinator(group)
+		return nil, err, nil
+	}
+	retriable := func(e sarama.KError) bool {
+		switch e {
+		case sarama.ErrUnstableOffsetCommit, sarama.ErrOffsetsLoadInProgress,
+			sarama.ErrNotCoordinatorForConsumer, sarama.ErrConsumerCoordinatorNotAvailable:
+			if e != sarama.ErrUnstableOffsetCommit && e != sarama.ErrOffsetsLoadInProgress {
+				_ = client.RefreshCoordinator(group)
+			}
+			return true
+		}
+		return false
+	}
+	if e := resp.GroupError(); e != sarama.ErrNoError {
+		if retriable(e) {
+			return nil, e, nil
+		}
+		return nil, nil, e
+	}
+	out = make(map[int32]int64, len(ps))
+	for _, p := range ps {
+		b := resp.GetBlock(topic, p)
+		if b == nil {
+			return nil, nil, fmt.Errorf("partition %d: no result", p)
+		}
+		if b.Err != sarama.ErrNoError {
+			if retriable(b.Err) {
+				return nil, b.Err, nil
+			}
+			return nil, nil, fmt.Errorf("partition %d: %w", p, b.Err)
+		}
+		out[p] = b.Offset
+	}
+	return out, nil, nil
 }
 
 func produce(ctx context.Context, addrs []string, topic string, partition int32, msgs []*sarama.ProducerMessage) error {

@@ -265,6 +265,31 @@ func TestTransactionOffsetsWithoutRecords(t *testing.T) {
 		if committed[0] != 3 {
 			t.Errorf("committed offset after a transaction with offsets and no records = %d, want 3", committed[0])
 		}
+		// Offsets committed in a transaction are what a group member gets
+		// right after CommitTxn returns, although Kafka writes the commit
+		// marker of __consumer_offsets later: a read_committed fetch of the
+		// offsets (RequireStable) waits for it.
+		for i := int64(0); i < 20; i++ {
+			if err := p.BeginTxn(); err != nil {
+				t.Fatal(err)
+			}
+			err := p.AddOffsetsToTxnWithGroupMetadata(map[string][]*sarama.PartitionOffsetMetadata{
+				in: {{Partition: 0, Offset: i % 4}},
+			}, sarama.NewConsumerGroupMetadataFromSession(sess, group, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.CommitTxn(); err != nil {
+				t.Fatalf("CommitTxn: %v", err)
+			}
+			committed, err := c.CommittedOffsets(ctx, group, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if committed[0] != i%4 {
+				t.Fatalf("commit %d: committed offset right after CommitTxn = %d, want %d", i, committed[0], i%4)
+			}
+		}
 		// A transaction with nothing at all commits as a no-op.
 		if err := p.BeginTxn(); err != nil {
 			t.Fatal(err)
