@@ -16,7 +16,7 @@
 #            dir (topics, offsets and transactions survive).
 #   status   print "running pid N at HOST:PORT" (exit 0) or "stopped" (exit 1).
 #   logs     print the tail of the broker log (logs -f follows it).
-#   addr     print the bootstrap address.
+#   addr     print the bootstrap address (the running broker's, else the configured one).
 #   download only fetch the jars (for caching in CI).
 #
 # Environment (all optional):
@@ -57,6 +57,7 @@ CONFIG_DIR=$KHOME/config
 DATA_DIR=$KHOME/data
 LOG_DIR=$KHOME/logs
 PID_FILE=$KHOME/kafka.pid
+ADDR_FILE=$KHOME/kafka.addr
 CLUSTER_ID_FILE=$DATA_DIR/.eddy-cluster-id
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
@@ -299,7 +300,7 @@ launch() {
 	# setsid: the broker must outlive this script and not receive the
 	# caller's terminal signals; the inner shell writes its own pid, which
 	# exec turns into the JVM's pid.
-	# shellcheck disable=SC2086 # HEAP holds several flags
+	# shellcheck disable=SC2086,SC2016 # HEAP holds several flags; $$ is the inner shell's
 	setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE" \
 		"$java" $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
 		-Dlog4j2.configurationFile="$CONFIG_DIR/log4j2.properties" \
@@ -334,17 +335,32 @@ launch() {
 	# The line is logged once the listeners are bound; double-check.
 	port_open "$HOST" "$BROKER_PORT" || die "the broker logged 'Kafka Server started' but $HOST:$BROKER_PORT does not accept connections"
 	log "Kafka started in $((SECONDS - start)) s (pid $pid)"
+	printf '%s:%s\n' "$HOST" "$BROKER_PORT" >"$ADDR_FILE"
 	printf '%s:%s\n' "$HOST" "$BROKER_PORT"
+}
+
+# addr prints the running broker's bootstrap address, or the configured one.
+addr() {
+	if running_pid >/dev/null && [[ -s $ADDR_FILE ]]; then
+		cat "$ADDR_FILE"
+	else
+		printf '%s:%s\n' "$HOST" "$BROKER_PORT"
+	fi
 }
 
 cmd_start() {
 	local pid
+	local running
 	if pid=$(running_pid); then
-		log "already running (pid $pid)"
-		printf '%s:%s\n' "$HOST" "$BROKER_PORT"
+		running=$(addr)
+		log "already running (pid $pid) at $running"
+		if [[ $running != "$HOST:$BROKER_PORT" ]]; then
+			log "WARNING: it listens on $running, not on the requested $HOST:$BROKER_PORT; stop it first to change ports"
+		fi
+		printf '%s\n' "$running"
 		return 0
 	fi
-	rm -f "$PID_FILE"
+	rm -f "$PID_FILE" "$ADDR_FILE"
 	rm -rf "$DATA_DIR"
 	launch
 }
@@ -353,7 +369,7 @@ cmd_restart() {
 	if running_pid >/dev/null; then
 		cmd_stop
 	fi
-	rm -f "$PID_FILE"
+	rm -f "$PID_FILE" "$ADDR_FILE"
 	launch
 }
 
@@ -380,7 +396,7 @@ cmd_stop() {
 		kill -KILL "$pid" 2>/dev/null || true
 		wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
 	fi
-	rm -f "$PID_FILE"
+	rm -f "$PID_FILE" "$ADDR_FILE"
 	log "stopped in $((SECONDS - start)) s"
 }
 
@@ -394,13 +410,13 @@ cmd_kill9() {
 	log "SIGKILL the broker (pid $pid)"
 	kill -KILL "$pid" 2>/dev/null || true
 	wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
-	rm -f "$PID_FILE"
+	rm -f "$PID_FILE" "$ADDR_FILE"
 }
 
 cmd_status() {
 	local pid
 	if pid=$(running_pid); then
-		printf 'running pid %s at %s:%s (home %s)\n' "$pid" "$HOST" "$BROKER_PORT" "$KHOME"
+		printf 'running pid %s at %s (home %s)\n' "$pid" "$(addr)" "$KHOME"
 		return 0
 	fi
 	printf 'stopped (home %s)\n' "$KHOME"
@@ -445,7 +461,7 @@ main() {
 	restart) with_lock cmd_restart ;;
 	status) cmd_status ;;
 	logs) cmd_logs "$@" ;;
-	addr) printf '%s:%s\n' "$HOST" "$BROKER_PORT" ;;
+	addr) addr ;;
 	download) with_lock download ;;
 	-h | --help | help) usage ;;
 	*) usage ;;
