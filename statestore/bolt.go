@@ -37,6 +37,9 @@ const (
 	damagedPrefix = BoltFileName + ".damaged-"
 )
 
+// MaxKeySize is the longest key bbolt stores, in bytes.
+const MaxKeySize = bolt.MaxKeySize
+
 // ErrDamaged is wrapped by the errors of a bbolt backend that found its file damaged
 // while in use (a page that does not parse). The backend refuses further work; the next
 // OpenBolt moves the file aside and the task restores the stores from their changelogs.
@@ -93,6 +96,10 @@ type BoltOptions struct {
 	// KeepDamaged is the number of moved-aside damaged files kept for inspection, the
 	// newest; 0 means 1, a negative number keeps none.
 	KeepDamaged int
+	// MmapSize is the initial size of bbolt's memory map (address space, not memory);
+	// default 1 GiB on 64-bit platforms. A file that outgrows its map is remapped in a
+	// commit, which waits for every reader and copies every node the commit touched.
+	MmapSize int
 }
 
 // CloseState is how OpenBolt found the file left by its previous owner.
@@ -401,6 +408,10 @@ func openBoltDB(path string, opts BoltOptions) (db *bolt.DB, err error) {
 // boltOptions are the bbolt settings; see the package doc ("Durability") for the
 // measurements behind them.
 func boltOptions(opts BoltOptions) *bolt.Options {
+	mmap := opts.MmapSize
+	if mmap <= 0 && strconv.IntSize == 64 {
+		mmap = 1 << 30
+	}
 	return &bolt.Options{
 		// OpenBolt holds the directory lock already: bbolt's own flock of the data file
 		// succeeds at once unless a foreign program holds it.
@@ -413,7 +424,11 @@ func boltOptions(opts BoltOptions) *bolt.Options {
 		// bbolt rebuild it at every open by walking the whole tree in a goroutine of its
 		// own, where a damaged page crashes the process beyond recovery.
 		NoFreelistSync: false,
-		FreelistType:   bolt.FreelistMapType,
+		// The array freelist flushed 10k dirty keys 15-25% faster than the hashmap one
+		// here; the hashmap pays off for huge, fragmented freelists (etcd's), not for
+		// task files.
+		FreelistType:    bolt.FreelistArrayType,
+		InitialMmapSize: mmap,
 	}
 }
 

@@ -550,3 +550,59 @@ func TestRestoreBatchDeduplicatesAndSorts(t *testing.T) {
 		})
 	}
 }
+
+func TestRestorer(t *testing.T) {
+	for _, mk := range backendMakers() {
+		t.Run(mk.name, func(t *testing.T) {
+			be := mk.open(t, t.TempDir())
+			r := NewRestorer(be, "s", RestorerOptions{MaxRecords: 5})
+			batch := func(kv ...string) []Entry {
+				var es []Entry
+				for i := 0; i < len(kv); i += 2 {
+					e := Entry{Key: []byte(kv[i])}
+					if kv[i+1] != "<nil>" {
+						e.Value = []byte(kv[i+1])
+					}
+					es = append(es, e)
+				}
+				return es
+			}
+			if err := r.Add(batch("a", "1", "b", "1"), 10); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, _ := be.Checkpoint("s"); ok {
+				t.Fatal("written before a bound was reached")
+			}
+			// 5 records: written, with the checkpoint of the last batch; b's tombstone
+			// in the second batch wins over its value in the first.
+			if err := r.Add(batch("b", "<nil>", "c", "2", "a", "3"), 20); err != nil {
+				t.Fatal(err)
+			}
+			if m, off, _ := dump(t, be, "s"); fmt.Sprint(m) != "map[a:3 c:2]" || off != 20 {
+				t.Fatalf("after the bound: %v @%d", m, off)
+			}
+			if err := r.Add(batch("d", "4"), 30); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if m, off, _ := dump(t, be, "s"); fmt.Sprint(m) != "map[a:3 c:2 d:4]" || off != 30 || r.Restored() != 6 {
+				t.Fatalf("after Flush: %v @%d, %d restored", m, off, r.Restored())
+			}
+			// An empty fetch still moves the checkpoint (a compacted or aborted tail).
+			if err := r.Add(nil, 35); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if _, off, _ := dump(t, be, "s"); off != 35 {
+				t.Fatalf("checkpoint after an empty fetch: %d", off)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -55,8 +56,12 @@ func writeBoltState(dir string, st boltState) error {
 	return nil
 }
 
-// syncDir makes renames and removals in dir durable.
+// syncDir makes renames and removals in dir durable. Windows cannot fsync a directory
+// (NTFS journals renames itself).
 func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("statestore: sync dir %s: %w", dir, err)

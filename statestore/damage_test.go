@@ -176,8 +176,13 @@ func TestBoltDamageDetectedAtOpen(t *testing.T) {
 			writeAt(t, path, int64(branch)*ps+8, []byte{0x10}) // flags: freelist
 		}},
 		{"truncated", func(t *testing.T, path string) {
-			fi, _ := os.Stat(path)
-			if err := os.Truncate(path, fi.Size()/3); err != nil {
+			f, _ := os.Open(path)
+			meta, _, err := readBoltMeta(f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, int64(meta.hwm*2/3)*int64(meta.pageSize)); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -225,8 +230,14 @@ func TestBoltCheapChecksAfterCleanClose(t *testing.T) {
 	})
 	t.Run("truncated", func(t *testing.T) {
 		dir, path := damageFixture(t, true)
-		fi, _ := os.Stat(path)
-		if err := os.Truncate(path, fi.Size()/2); err != nil {
+		// Below the pages in use (the file is longer: bbolt extends it ahead).
+		f, _ := os.Open(path)
+		meta, _, err := readBoltMeta(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, int64(meta.hwm/2)*int64(meta.pageSize)); err != nil {
 			t.Fatal(err)
 		}
 		expectRecreated(t, dir, BoltOptions{}, StateClean)

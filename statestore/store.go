@@ -1,20 +1,3 @@
-// Package statestore holds the local state of a task: typed key-value stores layered over
-// a byte-level backend that is one bbolt file (or memory) per task.
-//
-// A store is a stack of small layers, one concern each, as in Kafka Streams:
-//
-//	typed + metered   serdes and timings            (KeyValueStore[K, V])
-//	caching           the write buffer of the open commit, read-your-writes
-//	change-logging    one changelog record per dirty key at commit
-//	backend           bytes in, bytes out: bbolt or memory (Backend)
-//
-// Writes never go straight to the backend. They wait in the write buffer until the task
-// commits: the buffer's dirty keys become changelog records inside the task's Kafka
-// transaction (Set.LogChanges), and only after the transaction committed are they
-// written to the backend together with the changelog offsets they reflect, in one backend
-// transaction (Set.Flush). An aborted transaction discards the buffer (Set.Discard). So
-// the backend is never ahead of the changelog: it holds exactly the changelog's committed
-// prefix up to its checkpoint, and a restore replays only the tail.
 package statestore
 
 import (
