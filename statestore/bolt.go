@@ -486,16 +486,18 @@ func (b *boltBackend) do(op, store string, fn func() error) (err error) {
 	return nil
 }
 
-// markDamaged records damage found while in use (read lock held).
+// markDamaged records damage found while in use (read lock held). The first caller
+// logs it and writes the state file; racing callers return the same kind of error.
 func (b *boltBackend) markDamaged(op, store, what string) error {
 	err := fmt.Errorf("statestore: %s %s, store %q: %w: %s", op, b.path, store, ErrDamaged, what)
-	// Several readers may race here; the first one wins, and all return an error.
+	if !b.damaged.CompareAndSwap(nil, &err) {
+		return err
+	}
 	b.log.Error("statestore: state file found damaged while in use; it will be moved aside at the next open",
 		"op", op, "store", store, "err", what)
 	if werr := writeBoltState(b.dir, boltState{State: "damaged", Reason: what}); werr != nil {
 		b.log.Error("statestore: cannot record the damage", "err", werr)
 	}
-	b.damaged.CompareAndSwap(nil, &err)
 	return err
 }
 

@@ -173,11 +173,22 @@ type VerifyStats struct {
 	TxID     uint64
 }
 
-// verifyBoltFile checks the whole structure of the bbolt file at path: the meta page
-// bbolt would use, every page reachable from it (ids, types, bounds, overflow), the key
-// order within pages and against their parents, nested and inline buckets, that no page
-// is referenced twice, and the freelist when it is stored. A problem with the file is
-// returned as a *damage error; failing to read the file is returned as it is.
+// VerifyBoltFile runs OpenBolt's full consistency check on the bbolt file at path,
+// without bbolt and without changing the file: the meta page bbolt would use, every
+// page reachable from it (ids, types, bounds, overflow), the key order within pages and
+// against their parents, nested and inline buckets, that no page is referenced twice,
+// and the freelist when it is stored. It takes no lock: use it on files nobody has
+// open (a moved-aside damaged file, a copy). The error wraps ErrDamaged when the file
+// is damaged; other errors are failures to read it.
+func VerifyBoltFile(path string) (VerifyStats, error) {
+	st, err := verifyBoltFile(path)
+	if isDamage(err) {
+		return st, fmt.Errorf("statestore: %s: %w: %w", path, ErrDamaged, err)
+	}
+	return st, err
+}
+
+// verifyBoltFile is VerifyBoltFile; a problem with the file is a *damage error.
 func verifyBoltFile(path string) (VerifyStats, error) {
 	f, err := os.Open(path)
 	if err != nil {

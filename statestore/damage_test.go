@@ -93,7 +93,7 @@ func writeAt(t *testing.T, path string, off int64, p []byte) {
 
 // expectRecreated opens dir and checks that the damage was detected, logged, the file
 // moved aside unchanged, and the backend is empty.
-func expectRecreated(t *testing.T, dir string, opts BoltOptions, want CloseState) {
+func expectRecreated(t *testing.T, dir string, opts BoltOptions, want CloseState) OpenReport {
 	t.Helper()
 	path := filepath.Join(dir, BoltFileName)
 	damaged, err := os.ReadFile(path)
@@ -128,6 +128,7 @@ func expectRecreated(t *testing.T, dir string, opts BoltOptions, want CloseState
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
+	first := rep
 	b, rep = openTestBolt(t, dir, BoltOptions{})
 	if rep.Recreated || rep.Previous != StateClean {
 		t.Fatalf("reopen of the new file: %+v", rep)
@@ -135,6 +136,7 @@ func expectRecreated(t *testing.T, dir string, opts BoltOptions, want CloseState
 	if m, off, _ := dump(t, b, "s"); len(m) != 1 || off != 9 {
 		t.Fatalf("new file: %v @%d", m, off)
 	}
+	return first
 }
 
 func TestBoltDamageDetectedAtOpen(t *testing.T) {
@@ -196,8 +198,14 @@ func TestBoltDamageDetectedAtOpen(t *testing.T) {
 	for _, c := range corruptions {
 		t.Run(c.name+"/after a crash", func(t *testing.T) {
 			dir, path := damageFixture(t, false)
+			if st, err := VerifyBoltFile(path); err != nil || st.Keys < 2000 || st.Buckets < 3 {
+				t.Fatalf("VerifyBoltFile of the sound file: %+v %v", st, err)
+			}
 			c.corrupt(t, path)
-			expectRecreated(t, dir, BoltOptions{}, StateCrashed)
+			rep := expectRecreated(t, dir, BoltOptions{}, StateCrashed)
+			if _, err := VerifyBoltFile(rep.MovedTo); !errors.Is(err, ErrDamaged) {
+				t.Errorf("VerifyBoltFile of the moved-aside file: %v; want ErrDamaged", err)
+			}
 		})
 		t.Run(c.name+"/VerifyAlways", func(t *testing.T) {
 			dir, path := damageFixture(t, true)
