@@ -309,11 +309,11 @@ func cheapCheck(path string, prev CloseState, st boltState) (why string, err err
 	if err != nil {
 		return "", err
 	}
+	if err := checkSize(meta, size); err != nil {
+		return "", err
+	}
 	if meta.freelist != noFreelist {
 		v := &verifier{f: f, meta: meta, ps: uint64(meta.pageSize), size: size, reached: make([]uint64, (meta.hwm+63)/64)}
-		if uint64(size) < meta.hwm*v.ps {
-			return "", damagef("file is %d bytes, shorter than its %d pages of %d bytes", size, meta.hwm, v.ps)
-		}
 		if err := v.checkFreelist(); err != nil {
 			return "", err
 		}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Child processes: a test re-executes the test binary with -test.run naming
@@ -604,5 +606,53 @@ func TestRestorer(t *testing.T) {
 				t.Fatalf("checkpoint after an empty fetch: %d", off)
 			}
 		})
+	}
+}
+
+// A file written by bbolt without a stored freelist and without a state file (as the
+// first version of this backend left them) is checked, kept, and gets a freelist.
+func TestBoltFileWithoutFreelistOrState(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, BoltFileName), 0o644, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucket([]byte("s"))
+		if err != nil {
+			return err
+		}
+		for i := range 3000 {
+			if err := bk.Put(fmt.Appendf(nil, "k%05d", i), []byte("v")); err != nil {
+				return err
+			}
+		}
+		meta, err := tx.CreateBucket(metaBucket)
+		if err != nil {
+			return err
+		}
+		return meta.Put([]byte("s"), []byte{0, 0, 0, 0, 0, 0, 0, 42})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, rep := openTestBolt(t, dir, BoltOptions{})
+	if rep.Previous != StateUnknown || !rep.Verified || rep.Recreated {
+		t.Fatalf("report %+v", rep)
+	}
+	if m, off, _ := dump(t, b, "s"); len(m) != 3000 || off != 42 {
+		t.Fatalf("%d keys @%d", len(m), off)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := VerifyBoltFile(filepath.Join(dir, BoltFileName)); err != nil || st.Free == 0 && st.Reached != st.Pages {
+		t.Fatalf("after a clean close: %+v %v", st, err)
 	}
 }

@@ -201,11 +201,8 @@ func verifyBoltFile(path string) (VerifyStats, error) {
 	}
 	v := &verifier{f: f, meta: meta, ps: uint64(meta.pageSize), size: size}
 	v.stats = VerifyStats{FileSize: size, TxID: meta.txid, Pages: meta.hwm}
-	if meta.hwm < 2 {
-		return v.stats, damagef("high-water mark %d below 2", meta.hwm)
-	}
-	if uint64(size) < meta.hwm*v.ps {
-		return v.stats, damagef("file is %d bytes, shorter than its %d pages of %d bytes", size, meta.hwm, v.ps)
+	if err := checkSize(meta, size); err != nil {
+		return v.stats, err
 	}
 	v.reached = make([]uint64, (meta.hwm+63)/64)
 	v.mark(0, 0)
@@ -225,6 +222,18 @@ func verifyBoltFile(path string) (VerifyStats, error) {
 		}
 	}
 	return v.stats, nil
+}
+
+// checkSize checks the meta's high-water mark against the file size (before anything is
+// sized by it).
+func checkSize(meta boltMeta, size int64) error {
+	if meta.hwm < 2 {
+		return damagef("high-water mark %d below 2", meta.hwm)
+	}
+	if meta.hwm > uint64(size)/uint64(meta.pageSize) {
+		return damagef("file is %d bytes, shorter than its %d pages of %d bytes", size, meta.hwm, meta.pageSize)
+	}
+	return nil
 }
 
 type verifier struct {
@@ -326,12 +335,12 @@ func (v *verifier) checkBranch(id uint64, p []byte, lo, hi []byte, bucketDepth, 
 	kids := make([]uint64, count)
 	for i := range count {
 		off := pageHeaderSize + i*elemSize
-		pos, ksize := int(ne.Uint32(p[off:])), int(ne.Uint32(p[off+4:]))
+		pos, ksize := uint64(ne.Uint32(p[off:])), uint64(ne.Uint32(p[off+4:]))
 		kids[i] = ne.Uint64(p[off+8:])
-		if off+pos+ksize > len(p) || pos < 0 || ksize < 0 {
+		if uint64(off)+pos+ksize > uint64(len(p)) {
 			return damagef("branch page %d: element %d points outside the page", id, i)
 		}
-		keys[i] = p[off+pos : off+pos+ksize]
+		keys[i] = p[uint64(off)+pos : uint64(off)+pos+ksize]
 		if i > 0 && bytes.Compare(keys[i-1], keys[i]) >= 0 {
 			return damagef("branch page %d: keys %d and %d out of order", id, i-1, i)
 		}
