@@ -656,3 +656,35 @@ func TestBoltFileWithoutFreelistOrState(t *testing.T) {
 		t.Fatalf("after a clean close: %+v %v", st, err)
 	}
 }
+
+// A program that ignores LOCK but holds bbolt's own lock of stores.db: OpenBolt still
+// fails with ErrLocked within LockTimeout (bbolt's flock, like ours, excludes another
+// open file description of the same process).
+func TestBoltLockHeldByBboltItself(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := openTestBolt(t, dir, BoltOptions{})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, BoltFileName), 0o644, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	start := time.Now()
+	b, err = OpenBolt(dir, BoltOptions{LockTimeout: 300 * time.Millisecond})
+	if !errors.Is(err, ErrLocked) {
+		if b != nil {
+			b.Close()
+		}
+		t.Fatalf("OpenBolt while bbolt holds the file: %v; want ErrLocked", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("ErrLocked after %v", took)
+	}
+	// Our lock was released with the failure: a later open succeeds.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openTestBolt(t, dir, BoltOptions{})
+}
