@@ -22,6 +22,9 @@ type subscriptionData struct {
 	Owned   []string `json:"owned,omitempty"` // tasks assigned to it in the last generation
 	State   []string `json:"state,omitempty"` // tasks it has a local store file of
 	Host    string   `json:"host,omitempty"`  // advertised host:port for interactive queries
+	// Epoch changes when the member asks for a new generation (after a task of its was
+	// fenced): different metadata makes the coordinator rebalance.
+	Epoch int `json:"epoch,omitempty"`
 }
 
 // assignmentData is what the leader tells every member: who owns which task.
@@ -48,6 +51,7 @@ type assignor struct {
 	logf        func(msg string, args ...any)
 	mu          sync.Mutex
 	owned       []processor.TaskID
+	epoch       int
 	lastHosts   map[string][]string // leader: hosts of the plan being synced
 	lastMembers map[string]string   // leader: member → host
 }
@@ -67,7 +71,7 @@ func (a *assignor) Name() string { return assignorName }
 // SubscriptionUserData implements sarama.SubscriptionUserDataBalanceStrategy.
 func (a *assignor) SubscriptionUserData(topics []string) ([]byte, error) {
 	a.mu.Lock()
-	sd := subscriptionData{Version: 1, Host: a.host}
+	sd := subscriptionData{Version: 1, Host: a.host, Epoch: a.epoch}
 	for _, t := range a.owned {
 		sd.Owned = append(sd.Owned, t.String())
 	}
@@ -259,5 +263,12 @@ func (a *assignor) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment
 
 var _ sarama.OnAssignmentBalanceStrategy = (*assignor)(nil)
 var _ sarama.SubscriptionUserDataBalanceStrategy = (*assignor)(nil)
+
+// bumpEpoch changes the member's subscription, so its next join starts a rebalance.
+func (a *assignor) bumpEpoch() {
+	a.mu.Lock()
+	a.epoch++
+	a.mu.Unlock()
+}
 
 func (a *assignor) String() string { return fmt.Sprintf("assignor(%s)", a.appID) }

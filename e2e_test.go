@@ -136,6 +136,12 @@ func newWordCount(t *testing.T, c *kafkatest.Cluster, partitions int32) *wcEnv {
 // produce writes n more lines and adds their words to the expected counts.
 func (e *wcEnv) produce(t *testing.T, n int) {
 	t.Helper()
+	if err := e.produceErr(n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *wcEnv) produceErr(n int) error {
 	msgs := make([]*sarama.ProducerMessage, n)
 	for i := range msgs {
 		k := e.linesWritten + i
@@ -146,9 +152,9 @@ func (e *wcEnv) produce(t *testing.T, n int) {
 		msgs[i] = &sarama.ProducerMessage{Key: sarama.StringEncoder(fmt.Sprint(k)), Value: sarama.StringEncoder(line)}
 	}
 	e.linesWritten += n
-	if err := e.c.Produce(ctxT(t), e.input, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return e.c.Produce(ctx, e.input, msgs...)
 }
 
 // output reads the output topic with read_committed: the sequence of counts per word.

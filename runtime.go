@@ -46,6 +46,7 @@ type runtime struct {
 	partitions map[string]int32 // partition counts of output topics
 
 	mu         sync.Mutex
+	rejoin     chan struct{} // closed to end the current session
 	tasks      map[processor.TaskID]*taskRunner
 	generation int32
 	hosts      map[string][]string
@@ -383,6 +384,56 @@ func (rt *runtime) fetchCommitted(ctx context.Context, topics []string, partitio
 	return nil, fmt.Errorf("eddy: fetch committed offsets of %v partition %d: %w", topics, partition, lastErr)
 }
 
+// checkOwnership asks the group coordinator whether this member still holds task t in
+// a stable group. It returns a Fenced error when not: the task must be dropped, not
+// revived.
+func (rt *runtime) checkOwnership(ctx context.Context, sess sarama.ConsumerGroupSession, t *taskRunner) error {
+	notOurs := func(why string) error {
+		return &txproducer.Error{Op: "check ownership", Class: txproducer.Fenced, Err: fmt.Errorf("task %s: %s", t.id, why)}
+	}
+	if sess == nil || sess.Context().Err() != nil {
+		return notOurs("the group session ended")
+	}
+	groups, err := rt.admin.DescribeConsumerGroups([]string{rt.cfg.ApplicationID})
+	if err != nil || len(groups) != 1 {
+		return &txproducer.Error{Op: "check ownership", Class: txproducer.Indefinite, Err: fmt.Errorf("describe group: %w", err)}
+	}
+	g := groups[0]
+	if !errors.Is(g.Err, sarama.ErrNoError) {
+		return &txproducer.Error{Op: "check ownership", Class: txproducer.Indefinite, Err: fmt.Errorf("describe group: %w", g.Err)}
+	}
+	if g.State != "Stable" {
+		return notOurs(fmt.Sprintf("the group is %s", g.State))
+	}
+	m, ok := g.Members[sess.MemberID()]
+	if !ok {
+		return notOurs("this member left the group")
+	}
+	a, err := m.GetMemberAssignment()
+	if err != nil || a == nil {
+		return notOurs("unreadable assignment")
+	}
+	if !slices.Contains(a.Topics[t.topics[0]], t.id.Partition) {
+		return notOurs("assigned to another member")
+	}
+	return nil
+}
+
+// requestRejoin ends the session (once) so the consume loop joins the group again, with
+// a subscription that forces a new generation.
+func (rt *runtime) requestRejoin(sess sarama.ConsumerGroupSession) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.rejoin != nil && sess != nil && sess.Context().Err() == nil {
+		rt.assignor.bumpEpoch()
+		select {
+		case <-rt.rejoin:
+		default:
+			close(rt.rejoin)
+		}
+	}
+}
+
 // groupHandler is the sarama.ConsumerGroupHandler of the runtime.
 type groupHandler struct {
 	rt *runtime
@@ -403,6 +454,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		}
 	}
 	rt.mu.Lock()
+	rt.rejoin = make(chan struct{})
 	var stale []*taskRunner
 	for id, t := range rt.tasks {
 		if !claimed[id] {
@@ -440,6 +492,9 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		t.inbox.start(claim.Topic(), claim.InitialOffset())
 	}
 	done := sess.Context().Done()
+	h.rt.mu.Lock()
+	rejoin := h.rt.rejoin
+	h.rt.mu.Unlock()
 	for {
 		select {
 		case msg, ok := <-msgs:
@@ -450,6 +505,9 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				t.inbox.push(sess.Context(), msg)
 			}
 		case <-done:
+			return nil
+		case <-rejoin:
+			// Returning ends the session; the consume loop joins again.
 			return nil
 		}
 	}

@@ -36,6 +36,10 @@ type taskRunner struct {
 
 	runMu sync.Mutex // held by run; close waits for it
 	dead  atomic.Bool
+	// life ends when the task closes. Sends and commits run under it (with timeouts),
+	// not under the session's context: a rebalance must not cut a commit in half.
+	life    context.Context
+	endLife context.CancelFunc
 
 	// The fields below belong to the goroutine holding runMu.
 	producer   *txproducer.Producer
@@ -44,7 +48,6 @@ type taskRunner struct {
 	initDone   bool
 	changelogs map[string]string // store → changelog topic
 	sess       sarama.ConsumerGroupSession
-	sendCtx    context.Context
 	consumed   map[string]int64  // per source topic: the offset after the last processed record
 	kept       []graph.RawRecord // input of the open transaction, for replay after an abort
 	pending    int               // records processed since the last commit
@@ -53,10 +56,12 @@ type taskRunner struct {
 
 func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
 	sub := rt.g.Subtopologies[id.Subtopology]
+	life, end := context.WithCancel(context.Background())
 	return &taskRunner{
 		rt: rt, id: id, sub: sub, topics: rt.sortedTopicsOf(sub),
 		logger: rt.logger.With("task", id.String()),
 		inbox:  newInbox(),
+		life:   life, endLife: end,
 	}
 }
 
@@ -151,11 +156,20 @@ func (t *taskRunner) run(sess sarama.ConsumerGroupSession) {
 	}
 	t.sess = sess
 	err := t.runSession(sess.Context())
+	var pe *txproducer.Error
 	switch {
 	case err == nil:
 		return
+	case sess.Context().Err() != nil && errors.As(err, &pe) && pe.Class != txproducer.Fenced && pe.Class != txproducer.Fatal:
+		// The session ended while the transaction was failing: drop it; whoever owns
+		// the task next replays from the last commit.
+		t.logger.Info("session ended during a failed transaction; dropping it", "error", err)
+		t.abandon()
+		return
 	case isFenced(err):
 		t.logger.Info("task migrated to another instance; dropping it", "reason", err)
+		// If the group still gives us the task, only a new generation sorts it out.
+		t.rt.requestRejoin(sess)
 	default:
 		t.rt.fail(err)
 	}
@@ -238,7 +252,6 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 			return t.suspend()
 		case <-t.inbox.notify:
 		case now := <-tick.C:
-			t.sendCtx = ctx
 			if err := t.eng.PunctuateWallClock(now); err != nil {
 				if err := t.recover(ctx, err); err != nil {
 					return err
@@ -248,10 +261,16 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 	}
 }
 
+// opContext bounds one producer operation (a commit, a flush) by time and by the
+// task's life, never by the session.
+func (t *taskRunner) opContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.life, max(2*t.rt.cfg.TransactionTimeout, 30*time.Second))
+}
+
 // suspend commits the open transaction at the end of a session, so the next owner
 // (this instance or another) starts exactly where this one stopped.
 func (t *taskRunner) suspend() error {
-	ctx, cancel := context.WithTimeout(context.Background(), t.rt.sc.Consumer.Group.Rebalance.Timeout/2)
+	ctx, cancel := t.opContext()
 	defer cancel()
 	err := t.commit(ctx)
 	if err == nil {
@@ -281,7 +300,6 @@ func (t *taskRunner) processWithRecovery(ctx context.Context, rec graph.RawRecor
 }
 
 func (t *taskRunner) process(ctx context.Context, rec graph.RawRecord) error {
-	t.sendCtx = ctx
 	if t.exactlyOnce() {
 		t.kept = append(t.kept, rec)
 	}
@@ -295,7 +313,9 @@ func (t *taskRunner) process(ctx context.Context, rec graph.RawRecord) error {
 
 func (t *taskRunner) commitWithRecovery(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
-		err := t.commit(ctx)
+		opCtx, cancel := t.opContext()
+		err := t.commit(opCtx)
+		cancel()
 		if err == nil {
 			return nil
 		}
@@ -388,7 +408,10 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 			return cause
 		}
 		t.logger.Warn("transaction failed; rolling back and replaying its input", "class", pe.Class.String(), "error", cause, "attempt", attempt, "records", len(t.kept))
-		if err := t.rollback(ctx, pe.Class); err != nil {
+		opCtx, cancel := t.opContext()
+		err := t.rollback(opCtx, pe.Class)
+		cancel()
+		if err != nil {
 			cause = err
 			continue
 		}
@@ -407,10 +430,20 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 func (t *taskRunner) rollback(ctx context.Context, class txproducer.Class) error {
 	t.set.Discard()
 	if class == txproducer.Abortable {
-		if err := t.producer.Abort(ctx); err == nil {
+		err := t.producer.Abort(ctx)
+		if err == nil {
 			return nil
 		}
+		if isFenced(err) {
+			return err
+		}
 		// Could not abort cleanly: settle it by recreating the producer.
+	}
+	// Creating a producer fences every other producer of the task. An instance that
+	// lost the task while it was stalled (a zombie) must not do that to the new owner:
+	// recreate only while the group still gives us the task.
+	if err := t.rt.checkOwnership(ctx, t.sess, t); err != nil {
+		return err
 	}
 	if t.producer != nil {
 		_ = t.producer.Close()
@@ -474,6 +507,7 @@ func (t *taskRunner) restore(ctx context.Context) error {
 // close releases everything the task holds; an open transaction is aborted.
 func (t *taskRunner) close() {
 	t.inbox.close()
+	t.endLife()
 	t.runMu.Lock()
 	defer t.runMu.Unlock()
 	t.abandon()
@@ -501,7 +535,7 @@ func (t *taskRunner) Send(topic string, partition int32, key, value []byte, head
 			hs[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
 		}
 	}
-	return t.producer.Send(t.sendCtx, topic, partition, key, value, hs, ts)
+	return t.producer.Send(t.life, topic, partition, key, value, hs, ts)
 }
 
 // Partitions implements task.Collector.
