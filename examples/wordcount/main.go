@@ -1,0 +1,381 @@
+// Command wordcount runs Kafka Streams' WordCountDemo on eddy.
+//
+// With no flags it starts an embedded broker, creates the topics, feeds a built-in
+// sample text, runs the application until every line is processed and committed, and
+// prints the final counts read back from streams-wordcount-output with read_committed:
+// one "word<TAB>count" line per word, sorted by word. Logs go to stderr.
+//
+//	go run ./examples/wordcount                          # embedded broker, sample text
+//	go run ./examples/wordcount -input book.txt          # count a file
+//	go run ./examples/wordcount -brokers localhost:9092  # a real cluster
+//	echo "to be or not to be" | go run ./examples/wordcount -input - -follow
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/kafkatest"
+)
+
+const appID = "streams-wordcount"
+
+type options struct {
+	brokers    string
+	input      string
+	partitions int
+	stateDir   string
+	follow     bool
+	verbose    bool
+	timeout    time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.brokers, "brokers", "", "comma-separated host:port of a Kafka cluster (default: start an embedded broker)")
+	flag.StringVar(&o.input, "input", "", "file whose lines to count, - for stdin (default: a built-in sample text)")
+	flag.IntVar(&o.partitions, "partitions", 4, "partitions of the topics this command creates")
+	flag.StringVar(&o.stateDir, "state-dir", "", "state directory (default: a temporary one, removed at exit)")
+	flag.BoolVar(&o.follow, "follow", false, "keep running and print each count as it changes, until interrupted")
+	flag.BoolVar(&o.verbose, "v", false, "log at info level (default: warnings only)")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up when the input is not processed within this time")
+	flag.Parse()
+	if err := run(o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "wordcount:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options, stdout io.Writer) error {
+	if o.partitions < 1 {
+		return fmt.Errorf("-partitions %d: want at least 1", o.partitions)
+	}
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	in, err := openInput(o.input)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+
+	var brokers []string
+	var cluster *kafkatest.Cluster
+	if o.brokers == "" {
+		b, err := kafkatest.NewBroker()
+		if err != nil {
+			return fmt.Errorf("start the embedded broker: %w", err)
+		}
+		defer b.Close()
+		brokers = b.Addrs()
+		logger.Info("embedded broker started", "addrs", brokers)
+	} else {
+		brokers = strings.Split(o.brokers, ",")
+	}
+	if o.stateDir == "" {
+		dir, err := os.MkdirTemp("", "eddy-wordcount-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.stateDir = dir
+	}
+	cluster, err = kafkatest.Dial(ctx, "wordcount", brokers)
+	if err != nil {
+		return err
+	}
+	for _, topic := range []string{wordcount.InputTopic, wordcount.OutputTopic} {
+		if err := ensureTopic(ctx, brokers, cluster, topic, int32(o.partitions)); err != nil {
+			return err
+		}
+	}
+	topo, err := wordcount.Topology()
+	if err != nil {
+		return err
+	}
+	app, err := eddy.New(topo, eddy.Config{ApplicationID: appID, Brokers: brokers, StateDir: o.stateDir, Logger: logger})
+	if err != nil {
+		return err
+	}
+	appCtx, stopApp := context.WithCancel(ctx)
+	defer stopApp()
+	appDone := make(chan error, 1)
+	go func() { appDone <- app.Run(appCtx) }()
+
+	if o.follow {
+		return follow(ctx, brokers, cluster, in, stdout, appDone)
+	}
+	n, err := produceLines(ctx, cluster, in)
+	if err != nil {
+		return err
+	}
+	logger.Info("input written", "lines", n)
+	waitCtx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if err := waitProcessed(waitCtx, brokers, appDone); err != nil {
+		return err
+	}
+	stopApp()
+	if err := <-appDone; err != nil {
+		return err
+	}
+	counts, err := readCounts(ctx, brokers)
+	if err != nil {
+		return err
+	}
+	return printCounts(stdout, counts)
+}
+
+func openInput(path string) (io.ReadCloser, error) {
+	switch path {
+	case "":
+		return io.NopCloser(strings.NewReader(sampleText)), nil
+	case "-":
+		return io.NopCloser(os.Stdin), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("-input: %w", err)
+	}
+	return f, nil
+}
+
+// ensureTopic creates topic unless it exists.
+func ensureTopic(ctx context.Context, brokers []string, c *kafkatest.Cluster, topic string, partitions int32) error {
+	client, err := sarama.NewClient(brokers, kafkatest.NewSaramaConfig())
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if _, err := client.Partitions(topic); err == nil {
+		return nil
+	}
+	return c.CreateTopic(ctx, topic, partitions, nil)
+}
+
+// produceLines writes every line of r (without key, like Kafka's console producer).
+func produceLines(ctx context.Context, c *kafkatest.Cluster, r io.Reader) (int, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var batch []*sarama.ProducerMessage
+	n := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := c.Produce(ctx, wordcount.InputTopic, batch...)
+		batch = batch[:0]
+		return err
+	}
+	for sc.Scan() {
+		batch = append(batch, &sarama.ProducerMessage{Value: sarama.StringEncoder(sc.Text())})
+		n++
+		if len(batch) == 1000 {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return n, fmt.Errorf("read input: %w", err)
+	}
+	return n, flush()
+}
+
+// waitProcessed waits until the application has committed every input line and every
+// record of the repartition topic.
+func waitProcessed(ctx context.Context, brokers []string, appDone <-chan error) error {
+	client, err := sarama.NewClient(brokers, kafkatest.NewSaramaConfig())
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		return err
+	}
+	repartition := names.RepartitionTopic(appID, "words")
+	caughtUp := func(topic string) (bool, error) {
+		parts, err := client.Partitions(topic)
+		if err != nil {
+			return false, nil // not created yet
+		}
+		resp, err := admin.ListConsumerGroupOffsets(appID, map[string][]int32{topic: parts})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range parts {
+			end, err := kread.ListOffset(client, topic, p, sarama.OffsetNewest)
+			if err != nil {
+				return false, err
+			}
+			from := int64(0)
+			if b := resp.GetBlock(topic, p); b != nil && b.Offset >= 0 {
+				from = b.Offset
+			}
+			// The committed offset is the one after the last record processed;
+			// transaction markers may follow it. Caught up means no committed record
+			// is left between it and the end.
+			left := 0
+			err = kread.ReadRange(ctx, client, topic, p, from, end, func(kread.Record) error {
+				left++
+				return nil
+			})
+			if err != nil {
+				return false, err
+			}
+			if left > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	for {
+		in, err := caughtUp(wordcount.InputTopic)
+		if err != nil {
+			return err
+		}
+		if in {
+			// The input is committed, so sub-topology 0 writes no more: the repartition
+			// topic's end is final.
+			rep, err := caughtUp(repartition)
+			if err != nil {
+				return err
+			}
+			if rep {
+				return nil
+			}
+		}
+		select {
+		case err := <-appDone:
+			if err == nil {
+				err = errors.New("the application stopped")
+			}
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("input not processed in time: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// readCounts reads the output topic with read_committed: the last count per word.
+func readCounts(ctx context.Context, brokers []string) (map[string]int64, error) {
+	client, err := sarama.NewClient(brokers, kafkatest.NewSaramaConfig())
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	parts, err := client.Partitions(wordcount.OutputTopic)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int64{}
+	for _, p := range parts {
+		start, end, err := kread.EndOffsets(client, wordcount.OutputTopic, p)
+		if err != nil {
+			return nil, err
+		}
+		err = kread.ReadRange(ctx, client, wordcount.OutputTopic, p, start, end, func(r kread.Record) error {
+			if len(r.Value) != 8 {
+				return fmt.Errorf("%s/%d offset %d: value of %d bytes is not an Int64", wordcount.OutputTopic, p, r.Offset, len(r.Value))
+			}
+			counts[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return counts, nil
+}
+
+func printCounts(w io.Writer, counts map[string]int64) error {
+	words := make([]string, 0, len(counts))
+	for word := range counts {
+		words = append(words, word)
+	}
+	sort.Strings(words)
+	bw := bufio.NewWriter(w)
+	for _, word := range words {
+		fmt.Fprintf(bw, "%s\t%d\n", word, counts[word])
+	}
+	return bw.Flush()
+}
+
+// follow produces the input as it comes and prints every committed count update until
+// interrupted.
+func follow(ctx context.Context, brokers []string, c *kafkatest.Cluster, in io.Reader, stdout io.Writer, appDone <-chan error) error {
+	cfg := kafkatest.NewSaramaConfig()
+	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
+	consumer, err := sarama.NewConsumer(brokers, cfg)
+	if err != nil {
+		return err
+	}
+	defer consumer.Close()
+	parts, err := consumer.Partitions(wordcount.OutputTopic)
+	if err != nil {
+		return err
+	}
+	updates := make(chan *sarama.ConsumerMessage)
+	for _, p := range parts {
+		pc, err := consumer.ConsumePartition(wordcount.OutputTopic, p, sarama.OffsetOldest)
+		if err != nil {
+			return err
+		}
+		defer pc.Close()
+		go func() {
+			for m := range pc.Messages() {
+				select {
+				case updates <- m:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	produced := make(chan error, 1)
+	go func() {
+		_, err := produceLines(ctx, c, in)
+		produced <- err
+	}()
+	for {
+		select {
+		case m := <-updates:
+			if len(m.Value) == 8 {
+				fmt.Fprintf(stdout, "%s\t%d\n", m.Key, int64(binary.BigEndian.Uint64(m.Value)))
+			}
+		case err := <-produced:
+			if err != nil {
+				return err
+			}
+			produced = nil
+		case err := <-appDone:
+			return err
+		case <-ctx.Done():
+			return <-appDone // Run commits and returns once its context (ctx) ends
+		}
+	}
+}
