@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -202,3 +203,18 @@ func (c Config) saramaConfig() (*sarama.Config, error) {
 	}
 	return sc, nil
 }
+
+// ProcessError is the error Run returns when a processor, a punctuator or a
+// deserializer (under FailOnBadRecord) fails: it names the task, the node and the
+// record's topic, partition and offset.
+type ProcessError = task.ProcessError
+
+// Headers of a dead-lettered record (DeadLetterBadRecord): where it came from and why.
+const (
+	HeaderDeadLetterTopic     = task.HeaderDLQTopic
+	HeaderDeadLetterPartition = task.HeaderDLQPartition
+	HeaderDeadLetterOffset    = task.HeaderDLQOffset
+	HeaderDeadLetterError     = task.HeaderDLQError
+	HeaderDeadLetterNode      = task.HeaderDLQNode
+	HeaderDeadLetterTask      = task.HeaderDLQTask
+)

@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
@@ -122,7 +121,7 @@ func TestBadRecordPolicies(t *testing.T) {
 			for _, rh := range dead[0].Headers {
 				h[string(rh.Key)] = string(rh.Value)
 			}
-			if h[task.HeaderDLQTopic] != in || h[task.HeaderDLQPartition] != "0" || h[task.HeaderDLQOffset] != "1" || !strings.Contains(h[task.HeaderDLQError], "Int64") {
+			if h[eddy.HeaderDeadLetterTopic] != in || h[eddy.HeaderDeadLetterPartition] != "0" || h[eddy.HeaderDeadLetterOffset] != "1" || !strings.Contains(h[eddy.HeaderDeadLetterError], "Int64") {
 				t.Fatalf("dead-letter headers: %v", h)
 			}
 		})
@@ -147,7 +146,7 @@ func TestBadRecordPolicies(t *testing.T) {
 				err, done = inst.exited()
 				return done, nil
 			})
-			var pe *task.ProcessError
+			var pe *eddy.ProcessError
 			if !errors.As(err, &pe) || pe.Node != "numbers" || pe.Record == nil || pe.Record.Offset != 1 || !errors.Is(err, serde.ErrTombstone) && !strings.Contains(err.Error(), "want 8 bytes") {
 				t.Fatalf("Run returned %v; want a ProcessError naming source \"numbers\" at offset 1", err)
 			}
@@ -190,7 +189,7 @@ func TestProcessorErrorStopsTheApp(t *testing.T) {
 			err, done = inst.exited()
 			return done, nil
 		})
-		var pe *task.ProcessError
+		var pe *eddy.ProcessError
 		if !errors.Is(err, unlucky) || !errors.As(err, &pe) || pe.Node != "double" || pe.Task.String() != "0_0" || pe.Record == nil || pe.Record.Offset != 1 {
 			t.Fatalf("Run returned %v; want the processor's error naming task 0_0, node \"double\", offset 1", err)
 		}
