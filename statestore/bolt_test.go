@@ -302,7 +302,8 @@ func TestBoltLockOtherProcess(t *testing.T) {
 // remap its file: with a read transaction held across calls this deadlocks (the remap
 // waits for every reader); the chunked iterator holds none.
 func TestBoltIteratorOpenAcrossWriteAndRemap(t *testing.T) {
-	b, _ := openTestBolt(t, t.TempDir(), BoltOptions{NoSync: true})
+	// A small initial map, so that the write below outgrows it.
+	b, _ := openTestBolt(t, t.TempDir(), BoltOptions{NoSync: true, MmapSize: 1 << 16})
 	var es []Entry
 	for i := range 3000 {
 		es = append(es, Entry{Key: fmt.Appendf(nil, "k%06d", i), Value: bytes.Repeat([]byte{'v'}, 50)})
