@@ -144,7 +144,7 @@ func BenchmarkRestore(b *testing.B) {
 						b.StopTimer()
 					}
 					b.StartTimer()
-					if err := r.Flush(); err != nil {
+					if err := r.Finish(); err != nil {
 						b.Fatal(err)
 					}
 					b.StopTimer()

@@ -689,3 +689,81 @@ func TestBoltLockHeldByBboltItself(t *testing.T) {
 	}
 	openTestBolt(t, dir, BoltOptions{})
 }
+
+// A Restorer on a backend that fsyncs switches fsync off until Finish; the state file
+// says so meanwhile, so that a machine crash during the restore is not trusted.
+func TestRestorerSkipsFsyncUntilFinish(t *testing.T) {
+	recs := []Entry{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Value: []byte("2")}}
+	restart := func(t *testing.T, dir string) OpenReport {
+		st, err := readBoltState(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Boot = "another-boot"
+		if err := writeBoltState(dir, st); err != nil {
+			t.Fatal(err)
+		}
+		_, rep := openTestBolt(t, dir, BoltOptions{})
+		return rep
+	}
+	t.Run("machine crash during the restore", func(t *testing.T) {
+		dir := t.TempDir()
+		b, _ := openTestBolt(t, dir, BoltOptions{})
+		r := NewRestorer(b, "s", RestorerOptions{MaxRecords: 2})
+		if err := r.Add(recs, 10); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := readBoltState(dir); st.State != "open" || !st.NoSync {
+			t.Fatalf("state during the restore: %+v", st)
+		}
+		if !b.(*boltBackend).db.NoSync {
+			t.Fatal("bbolt still fsyncs during the restore")
+		}
+		abandon(t, b)
+		if rep := restart(t, dir); !rep.Recreated || rep.Previous != StateRestart {
+			t.Fatalf("after a machine crash during the restore: %+v", rep)
+		}
+	})
+	t.Run("machine crash after Finish", func(t *testing.T) {
+		dir := t.TempDir()
+		b, _ := openTestBolt(t, dir, BoltOptions{})
+		r := NewRestorer(b, "s", RestorerOptions{})
+		if err := r.Add(recs, 10); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := readBoltState(dir); st.State != "open" || st.NoSync || b.(*boltBackend).db.NoSync {
+			t.Fatalf("state after Finish: %+v", st)
+		}
+		if m, off, _ := dump(t, b, "s"); len(m) != 2 || off != 10 {
+			t.Fatalf("restored %v @%d", m, off)
+		}
+		abandon(t, b)
+		if rep := restart(t, dir); rep.Recreated || !rep.Verified {
+			t.Fatalf("after a machine crash after Finish: %+v", rep)
+		}
+	})
+	t.Run("clean close without Finish", func(t *testing.T) {
+		dir := t.TempDir()
+		b, _ := openTestBolt(t, dir, BoltOptions{})
+		r := NewRestorer(b, "s", RestorerOptions{})
+		if err := r.Add(recs, 10); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b, rep := openTestBolt(t, dir, BoltOptions{})
+		if rep.Previous != StateClean || rep.Recreated {
+			t.Fatalf("reopen: %+v", rep)
+		}
+		if m, off, _ := dump(t, b, "s"); len(m) != 2 || off != 10 {
+			t.Fatalf("restored %v @%d", m, off)
+		}
+	})
+}
