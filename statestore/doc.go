@@ -134,19 +134,18 @@
 // parents. Random keys touch min(keys, leaves) leaves, so a flush of 10k random keys
 // into a store of 100k keys rewrites nearly the whole file (about 5,200 pages, 21 MB),
 // and costs about 10 µs of CPU per page (reading the page into a node, splitting,
-// writing it back one pwrite per page) plus garbage collection. A restore writing 8k
-// records at a time writes 3.3 GB for 1M records of 116 MB; 100k at a time, 1.0 GB. That is where a flush's
-// time goes, and why such a flush takes 56-92 ms, above the 50 ms the project aimed
-// for. Fewer pages per commit is the way down: keys with locality (ordered by time or
-// entity) touch few leaves. For the same reason a restore should write large batches
-// (Restorer).
+// writing it back with one pwrite per page) plus garbage collection. That is where a
+// flush's time goes, and why such a flush takes 56-92 ms, above the 50 ms the project
+// aimed for. Fewer pages per commit is the way down: keys with locality (ordered by
+// time or entity) touch few leaves. For the same reason a restore should write large
+// batches: 8k records at a time write 3.3 GB for 1M records of 116 MB, 100k at a time
+// 1.0 GB (Restorer).
 //
 // # Limits
 //
-// bbolt refuses keys longer than MaxKeySize (32 KiB); the memory backend does not. Store
-// names starting with "__eddy_" are reserved. The file never shrinks after deletes; with
-// fsync, bbolt extends it 16 MiB ahead (a sparse extension: blocks are allocated as
-// pages are written).
-// Count walks the store's pages (bbolt keeps no key count): cheap for metrics, not for
-// every record.
+// bbolt refuses keys longer than MaxKeySize (32 KiB); the memory backend does not.
+// Store names starting with "__eddy_" are reserved. The file never shrinks after
+// deletes; with fsync, bbolt extends it 16 MiB ahead (a sparse extension: blocks are
+// allocated as pages are written). Count walks the store's pages (bbolt keeps no key
+// count): cheap for metrics, not for every record.
 package statestore
