@@ -40,6 +40,7 @@ type App struct {
 	sarama  *sarama.Config
 	started atomic.Bool
 	rt      atomic.Pointer[runtime]
+	final   atomic.Pointer[State]
 	hooks   testHooks
 }
 
@@ -91,6 +92,16 @@ func (a *App) Run(ctx context.Context) error {
 	if !a.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
+	err := a.run(ctx)
+	final := StateStopped
+	if err != nil {
+		final = StateFailed
+	}
+	a.final.Store(&final)
+	return err
+}
+
+func (a *App) run(ctx context.Context) error {
 	rt, err := newRuntime(a)
 	if err != nil {
 		return err

@@ -219,13 +219,32 @@ func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscri
 			}
 		}
 	}
+	// The rest to the member with the fewest tasks of the same sub-topology, then the
+	// fewest in all: each sub-topology's tasks (and their state and load) spread out.
+	perSub := func(id string, sub int) int {
+		n := 0
+		for _, t := range out[id] {
+			if t.Subtopology == sub {
+				n++
+			}
+		}
+		return n
+	}
 	for _, t := range tasks {
 		if assigned[t] {
 			continue
 		}
 		best := ""
 		for _, id := range ids {
-			if best == "" || len(out[id]) < len(out[best]) {
+			if len(out[id]) >= capacity {
+				continue
+			}
+			if best == "" {
+				best = id
+				continue
+			}
+			ns, bs := perSub(id, t.Subtopology), perSub(best, t.Subtopology)
+			if ns < bs || (ns == bs && len(out[id]) < len(out[best])) {
 				best = id
 			}
 		}

@@ -102,6 +102,29 @@ func TestAssignorCoPartitionsAndBalances(t *testing.T) {
 	}
 }
 
+// With no history, each sub-topology's tasks spread over the members, rather than one
+// member getting every task of one sub-topology.
+func TestAssignorSpreadsEachSubtopology(t *testing.T) {
+	a := newAssignor(joinTopology(t).Graph(), "app")
+	members := map[string]sarama.ConsumerGroupMemberMetadata{
+		"m1": member(t, subscriptionData{Version: 1}),
+		"m2": member(t, subscriptionData{Version: 1}),
+	}
+	plan, err := a.Plan(members, fourPartitions(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m, ts := range tasksOfPlan(t, a, plan) {
+		perSub := map[int]int{}
+		for _, id := range ts {
+			perSub[id.Subtopology]++
+		}
+		if perSub[0] != 2 || perSub[1] != 2 {
+			t.Errorf("member %s got %v: want two tasks of each sub-topology", m, ts)
+		}
+	}
+}
+
 func TestAssignorIsSticky(t *testing.T) {
 	a := newAssignor(joinTopology(t).Graph(), "app")
 	owned := map[string][]string{

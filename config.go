@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/task"
@@ -85,14 +86,24 @@ type Config struct {
 	// FailOnBadRecord. DeadLetterTopic must exist when DeadLetterBadRecord is chosen.
 	OnBadRecord     BadRecordPolicy
 	DeadLetterTopic string
-	// StoreSync makes every store flush fsync. Off by default: the changelog is the
-	// durable copy, and a file damaged by a machine crash is detected and restored.
-	StoreSync bool
+	// StoreNoSync skips the fsync of each store flush. Off by default: a flush then
+	// costs 1.2-1.8 times less (BENCHMARKS.md), but after a machine crash (not a process
+	// crash) every store that was open is rebuilt from its whole changelog instead of
+	// its tail. Either way nothing is lost: the changelog is the durable copy.
+	StoreNoSync bool
 	// Sarama, if set, adjusts the sarama configuration eddy builds (TLS, SASL, client
 	// ID, timeouts). Settings exactly-once depends on are enforced after it runs.
 	Sarama func(*sarama.Config)
 	// Logger receives eddy's logs; default slog.Default().
 	Logger *slog.Logger
+	// Metrics, if set, receives eddy's Prometheus metrics (eddy_*, with the constant
+	// label application_id). When it is also a prometheus.Gatherer (a
+	// *prometheus.Registry), App.Handler serves it at /metrics.
+	Metrics prometheus.Registerer
+	// AdvertisedAddr is the host:port where this instance serves App.Handler, announced
+	// to the group (like Kafka Streams' application.server) so that interactive queries
+	// for keys held elsewhere are forwarded to their owner. Empty: not announced.
+	AdvertisedAddr string
 	// OnRestore, if set, is told about every store restore when a task starts (like
 	// Kafka Streams' StateRestoreListener): how many records it read, from where.
 	OnRestore func(task processor.TaskID, result changelog.Result)
@@ -166,6 +177,11 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	default:
 		return c, configErr("OnBadRecord", "unknown value %d", c.OnBadRecord)
+	}
+	if c.AdvertisedAddr != "" {
+		if i := strings.LastIndex(c.AdvertisedAddr, ":"); i <= 0 || i == len(c.AdvertisedAddr)-1 {
+			return c, configErr("AdvertisedAddr", "%q is not host:port", c.AdvertisedAddr)
+		}
 	}
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join(os.TempDir(), "eddy")

@@ -24,9 +24,11 @@ type inbox struct {
 }
 
 type queue struct {
-	msgs  []*sarama.ConsumerMessage
-	head  int
-	space chan struct{} // signalled when a record leaves
+	msgs     []*sarama.ConsumerMessage
+	head     int
+	space    chan struct{} // signalled when a record leaves
+	position int64         // the offset after the last record handed out
+	hwm      func() int64  // the claim's high-water mark, for the lag metric
 }
 
 func newInbox() *inbox {
@@ -66,12 +68,32 @@ func (in *inbox) queue(topic string) *queue {
 	return q
 }
 
-// start records where the claim of topic starts: the committed offset.
-func (in *inbox) start(topic string, offset int64) {
+// start records where the claim of topic starts: the committed offset; hwm reports the
+// claim's high-water mark.
+func (in *inbox) start(topic string, offset int64, hwm func() int64) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.starts[topic] = offset
-	in.queue(topic)
+	q := in.queue(topic)
+	q.position, q.hwm = offset, hwm
+}
+
+// lag returns, per topic, the records between the last one handed out and the claim's
+// high-water mark. Transaction markers count, so an idle partition of a transactional
+// topic shows a lag of about one.
+func (in *inbox) lag() map[string]int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := map[string]int64{}
+	for topic, q := range in.queues {
+		if q.hwm == nil {
+			continue
+		}
+		if h := q.hwm(); h > 0 && q.position >= 0 {
+			out[topic] = max(0, h-q.position)
+		}
+	}
+	return out
 }
 
 // committed moves the committed offset of topic.
@@ -160,6 +182,7 @@ func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
 		if start, ok := in.starts[bestTopic]; ok && m.Offset < start {
 			continue
 		}
+		best.position = m.Offset + 1
 		return m, true
 	}
 }

@@ -11,13 +11,16 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/txproducer"
@@ -51,6 +54,12 @@ type runtime struct {
 	generation int32
 	hosts      map[string][]string
 
+	metrics   *metrics.Metrics
+	failed    atomic.Bool
+	stopping  atomic.Bool
+	inSession atomic.Bool
+	sessions  atomic.Int64
+
 	// fatal carries the first error that stops the application.
 	fatalOnce sync.Once
 	fatalErr  error
@@ -78,7 +87,17 @@ func newRuntime(a *App) (*runtime, error) {
 	if err := rt.lockStateDir(); err != nil {
 		return nil, err
 	}
+	if cfg.Metrics != nil {
+		reg := prometheus.WrapRegistererWith(prometheus.Labels{"application_id": cfg.ApplicationID}, cfg.Metrics)
+		m, err := metrics.New(reg, rt.snapshot)
+		if err != nil {
+			rt.unlockStateDir()
+			return nil, fmt.Errorf("eddy: register metrics: %w", err)
+		}
+		rt.metrics = m
+	}
 	rt.assignor = newAssignor(a.g, cfg.ApplicationID)
+	rt.assignor.host = cfg.AdvertisedAddr
 	rt.assignor.onAssign = rt.onAssignment
 	rt.assignor.localState = rt.localState
 	rt.assignor.logf = func(msg string, args ...any) { rt.logger.Warn(msg, args...) }
@@ -171,6 +190,7 @@ func (rt *runtime) close() {
 func (rt *runtime) fail(err error) {
 	rt.fatalOnce.Do(func() {
 		rt.fatalErr = err
+		rt.failed.Store(true)
 		rt.logger.Error("stopping the application", "error", err)
 		if rt.stop != nil {
 			rt.stop(err)
@@ -222,6 +242,7 @@ func (rt *runtime) run(parent context.Context) error {
 		}
 		backoff = 100 * time.Millisecond
 	}
+	rt.stopping.Store(true)
 	rt.logger.Info("stopping: leaving the group")
 	if err := group.Close(); err != nil {
 		rt.logger.Warn("closing the consumer group", "error", err)
@@ -237,6 +258,7 @@ func (rt *runtime) run(parent context.Context) error {
 // tasks this instance lost and creates the producers of the tasks it gained (in
 // parallel, bounded in time), before sarama reads the committed offsets.
 func (rt *runtime) onAssignment(assigned []processor.TaskID, generation int32, hosts map[string][]string) {
+	rt.metrics.Rebalance()
 	rt.mu.Lock()
 	prevGen := rt.generation
 	rt.generation, rt.hosts = generation, hosts
@@ -479,6 +501,8 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		t.beginSession(sess)
 		h.wg.Go(func() { t.run(sess) })
 	}
+	rt.sessions.Add(1)
+	rt.inSession.Store(true)
 	return nil
 }
 
@@ -489,7 +513,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	if t == nil {
 		h.rt.logger.Warn("claim of an unknown task; ignoring its records", "topic", claim.Topic(), "partition", claim.Partition())
 	} else {
-		t.inbox.start(claim.Topic(), claim.InitialOffset())
+		t.inbox.start(claim.Topic(), claim.InitialOffset(), claim.HighWaterMarkOffset)
 	}
 	done := sess.Context().Done()
 	h.rt.mu.Lock()
@@ -515,12 +539,45 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 
 // Cleanup waits for every task of the session to commit and stop.
 func (h *groupHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
+	h.rt.inSession.Store(false)
 	h.wg.Wait()
 	return nil
 }
 
 // isFenced reports whether err means another instance owns the task now.
 func isFenced(err error) bool { return errors.Is(err, txproducer.ErrFenced) }
+
+// snapshot reports states and levels to the metrics at scrape time.
+func (rt *runtime) snapshot() metrics.Snapshot {
+	s := metrics.Snapshot{AppState: string(rt.app.State()), States: allStates, TaskStates: map[string]int{}}
+	for st := taskCreated; st < taskClosed; st++ {
+		s.TaskStates[st.String()] = 0
+	}
+	rt.mu.Lock()
+	tasks := make([]*taskRunner, 0, len(rt.tasks))
+	for _, t := range rt.tasks {
+		tasks = append(tasks, t)
+	}
+	rt.mu.Unlock()
+	for _, t := range tasks {
+		st := taskState(t.state.Load())
+		if st == taskClosed {
+			continue
+		}
+		s.TaskStates[st.String()]++
+		if st == taskRunning {
+			for topic, lag := range t.inbox.lag() {
+				s.Lag = append(s.Lag, metrics.PartitionLag{Topic: topic, Partition: t.id.Partition, Lag: lag})
+			}
+		}
+		if levels := t.bufferKeys.Load(); levels != nil {
+			for store, n := range *levels {
+				s.BufferKeys = append(s.BufferKeys, metrics.StoreLevel{Task: t.id.String(), Store: store, Value: float64(n)})
+			}
+		}
+	}
+	return s
+}
 
 // transactionalID is the producer ID of a task.
 func (rt *runtime) transactionalID(id processor.TaskID) string {

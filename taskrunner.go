@@ -12,7 +12,9 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/statestore"
@@ -36,6 +38,11 @@ type taskRunner struct {
 
 	runMu sync.Mutex // held by run; close waits for it
 	dead  atomic.Bool
+	state atomic.Int32 // a taskState
+	// queryMu guards the stores against closing while an interactive query reads them.
+	queryMu    sync.RWMutex
+	metrics    *metrics.Task
+	bufferKeys atomic.Pointer[map[string]int] // dirty keys per store, for the metrics
 	// life ends when the task closes. Sends and commits run under it (with timeouts),
 	// not under the session's context: a rebalance must not cut a commit in half.
 	life    context.Context
@@ -59,9 +66,10 @@ func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
 	life, end := context.WithCancel(context.Background())
 	return &taskRunner{
 		rt: rt, id: id, sub: sub, topics: rt.sortedTopicsOf(sub),
-		logger: rt.logger.With("task", id.String()),
-		inbox:  newInbox(),
-		life:   life, endLife: end,
+		logger:  rt.logger.With("task", id.String()),
+		inbox:   newInbox(),
+		life:    life, endLife: end,
+		metrics: rt.metrics.Task(id.String()),
 	}
 }
 
@@ -108,9 +116,13 @@ func (t *taskRunner) open() error {
 		persistent = persistent || !st.InMemory
 	}
 	if persistent {
-		b, err := statestore.OpenBolt(filepath.Join(t.rt.appDir, t.id.String()), statestore.BoltOptions{NoSync: !cfg.StoreSync, Logger: t.logger})
+		b, rep, err := statestore.OpenBoltReport(filepath.Join(t.rt.appDir, t.id.String()), statestore.BoltOptions{NoSync: cfg.StoreNoSync, Logger: t.logger})
 		if err != nil {
 			return fmt.Errorf("task %s: open state: %w", t.id, err)
+		}
+		if rep.Recreated {
+			t.logger.Warn("store file not usable; starting empty, restoring from the changelogs", "reason", rep.Reason, "moved_to", rep.MovedTo)
+			t.metrics.StoreRecreated()
 		}
 		backend = b
 	} else {
@@ -128,12 +140,21 @@ func (t *taskRunner) open() error {
 		ID: t.id, ApplicationID: cfg.ApplicationID, Graph: t.rt.g, Subtopology: t.sub,
 		Stores: set, Collector: t, Logger: t.rt.logger,
 		OnDeserializationError: policy, DeadLetterTopic: cfg.DeadLetterTopic,
+		OnBadRecord: func(p task.ErrorPolicy, rec graph.RawRecord, _ error) {
+			action := "skipped"
+			if p == task.DeadLetter {
+				action = "dead_lettered"
+			}
+			t.metrics.BadRecord(rec.Topic, action)
+		},
 	})
 	if err != nil {
 		_ = set.Close()
 		return err
 	}
+	t.queryMu.Lock()
 	t.set, t.eng, t.changelogs = set, eng, eng.ChangelogTopics()
+	t.queryMu.Unlock()
 	return nil
 }
 
@@ -167,6 +188,7 @@ func (t *taskRunner) run(sess sarama.ConsumerGroupSession) {
 		t.abandon()
 		return
 	case isFenced(err):
+		t.metrics.Fenced()
 		t.logger.Info("task migrated to another instance; dropping it", "reason", err)
 		// If the group still gives us the task, only a new generation sorts it out.
 		t.rt.requestRejoin(sess)
@@ -197,6 +219,12 @@ func (t *taskRunner) abandon() {
 }
 
 func (t *taskRunner) runSession(ctx context.Context) error {
+	t.state.Store(int32(taskRestoring))
+	defer func() {
+		if taskState(t.state.Load()) != taskClosed {
+			t.state.Store(int32(taskSuspended))
+		}
+	}()
 	if err := t.open(); err != nil {
 		return err
 	}
@@ -221,6 +249,7 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 	t.consumed = map[string]int64{}
 	t.kept, t.pending = nil, 0
 	t.lastCommit = time.Now()
+	t.state.Store(int32(taskRunning))
 	t.logger.Debug("task running")
 
 	interval := t.rt.cfg.CommitInterval
@@ -233,9 +262,11 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 			if !ok {
 				break
 			}
+			began := time.Now()
 			if err := t.processWithRecovery(ctx, toRaw(msg)); err != nil {
 				return err
 			}
+			t.metrics.Processed(time.Since(began))
 			if t.pending >= t.rt.cfg.CommitRecords || t.eng.CommitRequested() {
 				if err := t.commitWithRecovery(ctx); err != nil {
 					return err
@@ -247,6 +278,7 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 				return err
 			}
 		}
+		t.recordBufferKeys()
 		select {
 		case <-ctx.Done():
 			return t.suspend()
@@ -375,6 +407,7 @@ func (t *taskRunner) commit(ctx context.Context) error {
 			checkpoints[store] = off + 1
 		}
 	}
+	flushBegan, dirty := time.Now(), t.set.Dirty()
 	if err := t.set.Flush(checkpoints); err != nil {
 		// The transaction is committed; the store file lags behind its changelog, which
 		// a restore repairs. Stop rather than run on a store we cannot write.
@@ -383,8 +416,10 @@ func (t *taskRunner) commit(ctx context.Context) error {
 	for topic, off := range t.consumed {
 		t.inbox.committed(topic, off)
 	}
+	t.metrics.Flushed(dirty, time.Since(flushBegan))
 	t.kept, t.pending = t.kept[:0], 0
 	t.lastCommit = time.Now()
+	t.metrics.Committed(time.Since(began))
 	t.logger.Debug("committed", "offsets", offsets, "took", time.Since(began))
 	return nil
 }
@@ -408,6 +443,7 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 			return cause
 		}
 		t.logger.Warn("transaction failed; rolling back and replaying its input", "class", pe.Class.String(), "error", cause, "attempt", attempt, "records", len(t.kept))
+		t.metrics.Aborted()
 		opCtx, cancel := t.opContext()
 		err := t.rollback(opCtx, pe.Class)
 		cancel()
@@ -493,7 +529,11 @@ func (t *taskRunner) restore(ctx context.Context) error {
 		if !buf.Logged() {
 			continue
 		}
-		res, err := t.rt.restorer.Restore(ctx, buf.Backend(), name, t.changelogs[name], t.id.Partition)
+		r := *t.rt.restorer
+		r.Logger = t.logger
+		r.OnProgress = func(p changelog.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
+		res, err := r.Restore(ctx, buf.Backend(), name, t.changelogs[name], t.id.Partition)
+		t.metrics.Restored(name, res.Records)
 		if err != nil {
 			return fmt.Errorf("task %s: %w", t.id, err)
 		}
@@ -510,6 +550,9 @@ func (t *taskRunner) close() {
 	t.endLife()
 	t.runMu.Lock()
 	defer t.runMu.Unlock()
+	t.state.Store(int32(taskClosed))
+	t.queryMu.Lock()
+	defer t.queryMu.Unlock()
 	t.abandon()
 	if t.eng != nil {
 		if err := t.eng.Close(); err != nil {
@@ -524,6 +567,18 @@ func (t *taskRunner) close() {
 		t.set = nil
 	}
 	t.dead.Store(true)
+}
+
+// recordBufferKeys publishes the dirty keys per store for the metrics.
+func (t *taskRunner) recordBufferKeys() {
+	if t.metrics == nil {
+		return
+	}
+	levels := make(map[string]int, len(t.set.Names()))
+	for _, name := range t.set.Names() {
+		levels[name] = t.set.Buffer(name).Dirty()
+	}
+	t.bufferKeys.Store(&levels)
 }
 
 // Send implements task.Collector: sink and dead-letter records go to the producer.

@@ -10,7 +10,8 @@
 // The Restorer brings a store from its checkpoint up to the changelog partition's last
 // stable offset (never the high-water mark: transaction markers occupy offsets, so a
 // reader waiting for the high-water mark can wait forever), reading with read_committed
-// and applying each fetched batch, with its new checkpoint, in one backend write.
+// and applying the fetched records in large sorted backend writes, each with the
+// checkpoint it reaches.
 package changelog
 
 import "github.com/eddy-streams/eddy/internal/names"

@@ -64,9 +64,10 @@ func EndOffsets(client sarama.Client, topic string, partition int32) (start, end
 
 // Restore brings store (kept in backend) up to the last stable offset of partition of
 // its changelog topic, starting at the store's checkpoint. With no checkpoint, or one
-// outside [log start, end], the store is wiped and read from the start. Each fetched
-// batch is applied with its new checkpoint in one backend write, so a restore stopped by
-// ctx (a rebalance) keeps its progress and resumes there.
+// outside [log start, end], the store is wiped and read from the start. Fetched batches
+// are gathered into large sorted backend writes (statestore.Restorer), each carrying the
+// checkpoint of its last batch, so a restore stopped by ctx (a rebalance) keeps its
+// progress and resumes there.
 func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, store, topic string, partition int32) (Result, error) {
 	began := time.Now()
 	res := Result{Store: store}
@@ -113,18 +114,27 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 	next := from
 	lastLog := time.Now()
 	empty := 0
+	// The store-side restorer gathers fetches into large sorted writes, each with its
+	// checkpoint; Finish makes them durable.
+	sr := statestore.NewRestorer(backend, store, statestore.RestorerOptions{})
 	for next < end {
 		if err := ctx.Err(); err != nil {
+			if ferr := sr.Finish(); ferr != nil {
+				return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, ferr)
+			}
 			logger.Info("restore interrupted; progress kept", "at", next, "end", end, "records", res.Records)
 			res.Duration = time.Since(began)
 			return res, err
 		}
-		batch, read, newNext, err := r.fetch(topic, partition, next, end, maxBytes)
+		batch, newNext, err := kread.Fetch(r.Client, topic, partition, next, end, maxBytes)
 		if err != nil {
 			if errors.Is(err, sarama.ErrOffsetOutOfRange) {
 				// The log start moved past us (truncated): what we have is not a prefix
 				// of the log any more.
 				logger.Warn("changelog truncated under the restore; starting over", "at", next)
+				if err := sr.Finish(); err != nil {
+					return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, err)
+				}
 				if err := backend.Wipe(store); err != nil {
 					return res, fmt.Errorf("%w: store %q: wipe: %w", ErrRestore, store, err)
 				}
@@ -145,13 +155,14 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 			continue
 		}
 		empty = 0
-		if err := backend.Write(statestore.Batch{
-			Writes:      map[string][]statestore.Entry{store: batch},
-			Checkpoints: map[string]int64{store: newNext},
-		}); err != nil {
+		entries := make([]statestore.Entry, len(batch))
+		for i, rec := range batch {
+			entries[i] = statestore.Entry{Key: rec.Key, Value: rec.Value}
+		}
+		if err := sr.Add(entries, newNext); err != nil {
 			return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, err)
 		}
-		res.Records += int64(read)
+		res.Records += int64(len(batch))
 		next = newNext
 		rate := float64(res.Records) / time.Since(began).Seconds()
 		r.report(Progress{Store: store, Topic: topic, Partition: partition, Done: next - from, Total: end - from, Rate: rate})
@@ -159,6 +170,9 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 			lastLog = time.Now()
 			logger.Info("restoring store", "done", next-from, "remaining", end-next, "records_per_sec", int64(rate))
 		}
+	}
+	if err := sr.Finish(); err != nil {
+		return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, err)
 	}
 	res.Duration = time.Since(began)
 	rate := float64(res.Records) / res.Duration.Seconds()
@@ -171,26 +185,4 @@ func (r *Restorer) report(p Progress) {
 	if r.OnProgress != nil {
 		r.OnProgress(p)
 	}
-}
-
-// fetch reads the committed records of [next, end) that one Fetch returns, as store
-// entries in key order (the last value per key; nil values are deletes), and the offset
-// to fetch next.
-func (r *Restorer) fetch(topic string, partition int32, next, end int64, maxBytes int32) ([]statestore.Entry, int, int64, error) {
-	recs, newNext, err := kread.Fetch(r.Client, topic, partition, next, end, maxBytes)
-	if err != nil {
-		return nil, 0, next, err
-	}
-	index := make(map[string]int, len(recs))
-	entries := make([]statestore.Entry, 0, len(recs))
-	for _, rec := range recs {
-		if i, ok := index[string(rec.Key)]; ok {
-			entries[i].Value = rec.Value
-			continue
-		}
-		index[string(rec.Key)] = len(entries)
-		entries = append(entries, statestore.Entry{Key: rec.Key, Value: rec.Value})
-	}
-	statestore.SortEntries(entries)
-	return entries, len(recs), newNext, nil
 }

@@ -328,3 +328,7 @@ func (m *mergeIterator) Key() []byte   { return m.key }
 func (m *mergeIterator) Value() []byte { return m.val }
 func (m *mergeIterator) Err() error    { return m.err }
 func (m *mergeIterator) Close() error  { return m.under.Close() }
+
+// Dirty returns the number of keys changed in this store since the last Flush or
+// Discard.
+func (b *Buffer) Dirty() int { return len(b.dirty) }

@@ -67,6 +67,8 @@ var (
 	ErrClosed = errors.New("state store is closed")
 	// ErrUnknownStore: no store of that name is registered in the set.
 	ErrUnknownStore = errors.New("unknown state store")
+	// ErrKeyTooLarge: a serialized key is longer than MaxKeySize.
+	ErrKeyTooLarge = errors.New("key longer than MaxKeySize (32 KiB)")
 )
 
 // StoreError names the store an error happened in.

@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -47,6 +48,11 @@ func (s *typedStore[K, V]) key(k K, op string) ([]byte, error) {
 	b, err := s.keys.Serialize(s.topic, k)
 	if err != nil {
 		return nil, &StoreError{Store: s.buf.name, Op: op + ": serialize key", Err: err}
+	}
+	if len(b) > MaxKeySize {
+		// Refused here, before it reaches the changelog: bbolt would refuse it at every
+		// flush and every restore after.
+		return nil, &StoreError{Store: s.buf.name, Op: op, Err: fmt.Errorf("%w: serialized key of %d bytes", ErrKeyTooLarge, len(b))}
 	}
 	return b, nil
 }

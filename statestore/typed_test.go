@@ -563,3 +563,22 @@ func ExampleSet() {
 	// checkpoint: 2
 	// kafka: 2
 }
+
+func TestOversizedKeyRefused(t *testing.T) {
+	set := statestore.NewSet(statestore.NewMemoryBackend())
+	buf, err := set.Register("s", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := statestore.NewKeyValueStore(buf, "topic", serde.String(), serde.String(), nil)
+	big := strings.Repeat("k", statestore.MaxKeySize+1)
+	if err := kv.Put(big, "v"); !errors.Is(err, statestore.ErrKeyTooLarge) {
+		t.Fatalf("Put of a %d-byte key: %v, want statestore.ErrKeyTooLarge", len(big), err)
+	}
+	if set.Dirty() != 0 {
+		t.Fatal("the refused key reached the write buffer")
+	}
+	if err := kv.Put(strings.Repeat("k", statestore.MaxKeySize), "v"); err != nil {
+		t.Fatalf("a key of exactly statestore.MaxKeySize: %v", err)
+	}
+}

@@ -18,9 +18,11 @@
 package topology
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"slices"
 
 	"github.com/eddy-streams/eddy/internal/graph"
@@ -227,7 +229,60 @@ func AddKeyValueStore[K, V any](b *Builder, name string, keys serde.Serde[K], va
 		NewTyped: func(buf *statestore.Buffer, topic string, m statestore.Metrics) any {
 			return statestore.NewKeyValueStore(buf, topic, keys, values, m)
 		},
+		Keys: keys, Values: values,
+		KeyFromText: func(text, topic string) ([]byte, error) {
+			k, err := parseText[K](text)
+			if err != nil {
+				return nil, err
+			}
+			return keys.Serialize(topic, k)
+		},
+		ValueToJSON: func(value []byte, topic string) (any, error) {
+			return values.Deserialize(topic, value)
+		},
 	}
 	b.stores = append(b.stores, st)
 	return &StoreNode{store: st}
+}
+
+// parseText reads a key written as text: as it is for strings and byte slices, a
+// number for integer and float types, JSON for anything else.
+func parseText[K any](text string) (K, error) {
+	var k K
+	v := reflect.ValueOf(&k).Elem()
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(text)
+		return k, nil
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			v.SetBytes([]byte(text))
+			return k, nil
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(text, 10, v.Type().Bits())
+		if err != nil {
+			return k, fmt.Errorf("key %q is not a %s: %w", text, v.Type(), err)
+		}
+		v.SetInt(n)
+		return k, nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, err := strconv.ParseUint(text, 10, v.Type().Bits())
+		if err != nil {
+			return k, fmt.Errorf("key %q is not a %s: %w", text, v.Type(), err)
+		}
+		v.SetUint(n)
+		return k, nil
+	case reflect.Float32, reflect.Float64:
+		f, err := strconv.ParseFloat(text, v.Type().Bits())
+		if err != nil {
+			return k, fmt.Errorf("key %q is not a %s: %w", text, v.Type(), err)
+		}
+		v.SetFloat(f)
+		return k, nil
+	}
+	if err := json.Unmarshal([]byte(text), &k); err != nil {
+		return k, fmt.Errorf("key %q is not the JSON of a %s: %w", text, v.Type(), err)
+	}
+	return k, nil
 }

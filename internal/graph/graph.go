@@ -86,6 +86,14 @@ type Store struct {
 	ValueSerde string
 	// NewTyped makes the typed store (a statestore.KeyValueStore[K, V]) over its buffer.
 	NewTyped func(buf *statestore.Buffer, topic string, m statestore.Metrics) any
+	// Keys and Values are the store's serde.Serde[K] and serde.Serde[V], for typed
+	// interactive queries.
+	Keys, Values any
+	// KeyFromText parses a key given as text (a URL path segment) and serializes it;
+	// ValueToJSON deserializes a value into something encoding/json can write. They
+	// serve interactive queries over HTTP.
+	KeyFromText func(text, topic string) ([]byte, error)
+	ValueToJSON func(value []byte, topic string) (any, error)
 }
 
 // Subtopology is a connected part of the graph; parts joined only through a topic are
