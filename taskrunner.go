@@ -66,9 +66,9 @@ func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
 	life, end := context.WithCancel(context.Background())
 	return &taskRunner{
 		rt: rt, id: id, sub: sub, topics: rt.sortedTopicsOf(sub),
-		logger:  rt.logger.With("task", id.String()),
-		inbox:   newInbox(),
-		life:    life, endLife: end,
+		logger: rt.logger.With("task", id.String()),
+		inbox:  newInbox(),
+		life:   life, endLife: end,
 		metrics: rt.metrics.Task(id.String()),
 	}
 }

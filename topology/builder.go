@@ -22,8 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"slices"
+	"strconv"
 
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/processor"
