@@ -9,6 +9,7 @@
 //	go run ./examples/wordcount -input book.txt          # count a file
 //	go run ./examples/wordcount -brokers localhost:9092  # a real cluster
 //	echo "to be or not to be" | go run ./examples/wordcount -input - -follow
+//	go run ./examples/wordcount -follow -http 127.0.0.1:8080          # then curl it
 package main
 
 import (
@@ -20,6 +21,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -28,6 +31,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
@@ -46,6 +51,7 @@ type options struct {
 	follow     bool
 	verbose    bool
 	timeout    time.Duration
+	httpAddr   string
 }
 
 func main() {
@@ -57,14 +63,17 @@ func main() {
 	flag.BoolVar(&o.follow, "follow", false, "keep running and print each count as it changes, until interrupted")
 	flag.BoolVar(&o.verbose, "v", false, "log at info level (default: warnings only)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up when the input is not processed within this time")
+	flag.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /topology and /stores/counts/keys/{word} on this host:port")
 	flag.Parse()
-	if err := run(o, os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "wordcount:", err)
 		os.Exit(1)
 	}
 }
 
-func run(o options, stdout io.Writer) error {
+func run(ctx context.Context, o options, stdout io.Writer) error {
 	if o.partitions < 1 {
 		return fmt.Errorf("-partitions %d: want at least 1", o.partitions)
 	}
@@ -73,8 +82,6 @@ func run(o options, stdout io.Writer) error {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	in, err := openInput(o.input)
 	if err != nil {
 		return err
@@ -115,9 +122,28 @@ func run(o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	app, err := eddy.New(topo, eddy.Config{ApplicationID: appID, Brokers: brokers, StateDir: o.stateDir, Logger: logger})
+	cfg := eddy.Config{ApplicationID: appID, Brokers: brokers, StateDir: o.stateDir, Logger: logger}
+	var ln net.Listener
+	if o.httpAddr != "" {
+		ln, err = net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			return fmt.Errorf("-http: %w", err)
+		}
+		defer ln.Close()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		cfg.Metrics = reg
+		cfg.AdvertisedAddr = ln.Addr().String()
+	}
+	app, err := eddy.New(topo, cfg)
 	if err != nil {
 		return err
+	}
+	if ln != nil {
+		srv := &http.Server{Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		logger.Warn("serving metrics, health and queries", "addr", "http://"+ln.Addr().String())
 	}
 	appCtx, stopApp := context.WithCancel(ctx)
 	defer stopApp()
