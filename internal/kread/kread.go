@@ -123,6 +123,13 @@ func Fetch(client sarama.Client, topic string, partition int32, next, end int64,
 			continue
 		}
 		recs, newNext := parseBlock(block, next, end)
+		if newNext == next && block.Partial && maxBytes < 256<<20 {
+			// The first batch is larger than maxBytes (a broker may return it cut):
+			// ask for more.
+			maxBytes *= 2
+			attempt--
+			continue
+		}
 		return recs, newNext, nil
 	}
 	return nil, next, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, lastErr)
@@ -130,13 +137,19 @@ func Fetch(client sarama.Client, topic string, partition int32, next, end int64,
 
 // ReadRange calls fn for every committed record in [from, end), in offset order.
 func ReadRange(ctx context.Context, client sarama.Client, topic string, partition int32, from, end int64, fn func(Record) error) error {
+	return ReadRangeSized(ctx, client, topic, partition, from, end, 16<<20, fn)
+}
+
+// ReadRangeSized is ReadRange fetching up to maxBytes at a time (more when one batch is
+// larger).
+func ReadRangeSized(ctx context.Context, client sarama.Client, topic string, partition int32, from, end int64, maxBytes int32, fn func(Record) error) error {
 	next := from
 	empty := 0
 	for next < end {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		recs, n, err := Fetch(client, topic, partition, next, end, 16<<20)
+		recs, n, err := Fetch(client, topic, partition, next, end, maxBytes)
 		if err != nil {
 			return err
 		}
