@@ -206,3 +206,56 @@ func TestProcessorErrorStopsTheApp(t *testing.T) {
 
 var _ = fmt.Sprint
 var _ = context.Background
+
+// Under at-least-once a failed commit ends the session and the input since the last
+// commit is consumed again: nothing is lost (counts may be too high, as documented).
+func TestAtLeastOnceReconsumesAfterAFailedCommit(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		e := newWordCount(t, c, 2)
+		cfg := e.config(t)
+		cfg.Guarantee = eddy.AtLeastOnce
+		cfg.CommitInterval = 100 * time.Millisecond
+		app, err := eddy.New(e.topo, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var failures atomic.Int32
+		var commits atomic.Int32
+		eddy.SetBeforeCommitHook(app, func(processor.TaskID) error {
+			if commits.Add(1)%4 == 0 && failures.Load() < 3 {
+				failures.Add(1)
+				return errors.New("injected commit failure")
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- app.Run(ctx) }()
+		for range 4 {
+			e.produce(t, 100)
+			time.Sleep(200 * time.Millisecond)
+		}
+		waitFor(t, 2*time.Minute, "every count to reach at least its expected value", func() (bool, error) {
+			select {
+			case err := <-done:
+				return false, fmt.Errorf("Run returned: %v", err)
+			default:
+			}
+			seqs := e.readOutput(t)
+			for w, n := range e.want {
+				s := seqs[w]
+				if len(s) == 0 || s[len(s)-1] < n {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if failures.Load() == 0 {
+			t.Fatal("no commit failed: the test injected nothing")
+		}
+	})
+}

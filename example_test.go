@@ -48,8 +48,15 @@ func Example() {
 	done := make(chan error, 1)
 	go func() { done <- app.Run(runCtx) }()
 
+	// Wait until the committed output counts all 8 words.
 	counts := map[string]int64{}
-	for deadline := time.Now().Add(time.Minute); counts["kafka"] < 2 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	total := func() (n int64) {
+		for _, c := range counts {
+			n += c
+		}
+		return n
+	}
+	for deadline := time.Now().Add(time.Minute); total() < 8 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		msgs, _ := c.ReadCommitted(ctx, wordcount.OutputTopic)
 		for _, m := range msgs {
 			counts[string(m.Key)] = int64(binary.BigEndian.Uint64(m.Value))

@@ -21,9 +21,20 @@ import (
 	"github.com/eddy-streams/eddy/txproducer"
 )
 
-// maxRecoveries bounds the abort-and-replay attempts of one batch before the task gives
-// up and stops the application.
-const maxRecoveries = 10
+// A task retries a failing transaction (abort or recreate the producer, replay) with
+// backoff for as long as its group session lives; a broker that is down ends the session
+// soon enough. Within a session it gives up, stopping the application, only when the
+// failure lasted recoveryBudget and at least minRecoveries attempts: a deterministic
+// failure (a record too large for the broker) must not loop forever.
+const (
+	minRecoveries   = 10
+	recoveryBudget  = 2 * time.Minute
+	maxRecoverDelay = 5 * time.Second
+)
+
+// errReconsume ends an at-least-once task's session after an output failure: its
+// uncommitted input is consumed again from the committed offsets.
+var errReconsume = errors.New("at-least-once: re-consuming from the committed offsets")
 
 // taskRunner owns one task while this instance is assigned it: its producer, stores,
 // engine and input. Its run method is the task's goroutine for one group session;
@@ -59,6 +70,8 @@ type taskRunner struct {
 	kept       []graph.RawRecord // input of the open transaction, for replay after an abort
 	pending    int               // records processed since the last commit
 	lastCommit time.Time
+	// failingSince is when the current run of failed transactions began (zero: none).
+	failingSince time.Time
 }
 
 func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
@@ -186,6 +199,9 @@ func (t *taskRunner) run(sess sarama.ConsumerGroupSession) {
 		// the task next replays from the last commit.
 		t.logger.Info("session ended during a failed transaction; dropping it", "error", err)
 		t.abandon()
+		return
+	case errors.Is(err, errReconsume):
+		t.logger.Warn("output failed; the session ends and the uncommitted input is consumed again", "error", err)
 		return
 	case isFenced(err):
 		t.metrics.Fenced()
@@ -344,15 +360,13 @@ func (t *taskRunner) process(ctx context.Context, rec graph.RawRecord) error {
 }
 
 func (t *taskRunner) commitWithRecovery(ctx context.Context) error {
-	for attempt := 0; ; attempt++ {
+	for {
 		opCtx, cancel := t.opContext()
 		err := t.commit(opCtx)
 		cancel()
 		if err == nil {
+			t.failingSince = time.Time{}
 			return nil
-		}
-		if attempt >= maxRecoveries {
-			return fmt.Errorf("task %s: commit failed %d times: %w", t.id, attempt+1, err)
 		}
 		if err := t.recover(ctx, err); err != nil {
 			return err
@@ -428,16 +442,29 @@ func (t *taskRunner) commit(ctx context.Context) error {
 // abortable aborts the transaction; one with an unknown outcome recreates the producer
 // (settling the transaction), re-reads the committed offsets and restores the stores'
 // tail. Either way the store buffers are discarded and the input kept since the last
-// commit is processed again. Other errors are returned: fenced (the task moved) or
-// fatal (the application stops).
+// commit is processed again, with backoff between attempts. Other errors are returned:
+// fenced (the task moved) or fatal (the application stops). Under at-least-once a
+// producer error ends the session (errReconsume): the input since the last commit is
+// consumed again, and its output may repeat.
 func (t *taskRunner) recover(ctx context.Context, cause error) error {
+	var pe *txproducer.Error
+	if !errors.As(cause, &pe) || pe.Class == txproducer.Fenced || pe.Class == txproducer.Fatal {
+		return cause
+	}
+	if !t.exactlyOnce() {
+		t.abandon()
+		t.rt.requestRejoin(t.sess)
+		return fmt.Errorf("%w: %w", errReconsume, cause)
+	}
+	if t.failingSince.IsZero() {
+		t.failingSince = time.Now()
+	}
 	for attempt := 1; ; attempt++ {
-		var pe *txproducer.Error
-		if !errors.As(cause, &pe) || !t.exactlyOnce() || pe.Class == txproducer.Fenced || pe.Class == txproducer.Fatal {
+		if !errors.As(cause, &pe) || pe.Class == txproducer.Fenced || pe.Class == txproducer.Fatal {
 			return cause
 		}
-		if attempt > maxRecoveries {
-			return fmt.Errorf("task %s: giving up after %d recoveries: %w", t.id, maxRecoveries, cause)
+		if attempt > minRecoveries && time.Since(t.failingSince) > recoveryBudget {
+			return fmt.Errorf("task %s: giving up after %d attempts over %v: %w", t.id, attempt-1, time.Since(t.failingSince).Round(time.Second), cause)
 		}
 		if ctx.Err() != nil {
 			return cause
@@ -447,14 +474,18 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 		opCtx, cancel := t.opContext()
 		err := t.rollback(opCtx, pe.Class)
 		cancel()
+		delay := min(100*time.Millisecond<<min(attempt-1, 6), maxRecoverDelay)
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return err
+			}
+			return cause
+		case <-time.After(delay):
+		}
 		if err != nil {
 			cause = err
 			continue
-		}
-		select {
-		case <-ctx.Done():
-			return cause
-		case <-time.After(min(time.Duration(attempt)*50*time.Millisecond, time.Second)):
 		}
 		if cause = t.replay(ctx); cause == nil {
 			return nil
