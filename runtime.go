@@ -124,6 +124,10 @@ func newRuntime(a *App) (*runtime, error) {
 	return rt, nil
 }
 
+// StateDirLockFile is the file in <StateDir>/<ApplicationID>/ that a running instance
+// holds an exclusive flock on; tools reading a state dir check it.
+const StateDirLockFile = ".lock"
+
 // lockStateDir takes an exclusive lock on <StateDir>/<ApplicationID>/.lock, so a second
 // instance on the same state dir fails at start with a clear error instead of fighting
 // over the task files.
@@ -131,7 +135,7 @@ func (rt *runtime) lockStateDir() error {
 	if err := os.MkdirAll(rt.appDir, 0o755); err != nil {
 		return fmt.Errorf("eddy: state dir %q: %w", rt.appDir, err)
 	}
-	path := filepath.Join(rt.appDir, ".lock")
+	path := filepath.Join(rt.appDir, StateDirLockFile)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("eddy: state dir lock %q: %w", path, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/eddy-streams/eddy"
 	"io"
 	"log/slog"
 	"os"
@@ -40,10 +41,6 @@ Makes an application start over, like Kafka's kafka-streams-application-reset:
 Example:
   eddy reset --brokers localhost:9092 --application-id wordcount --dry-run
 `
-
-// appLockName is the lock file a running instance holds in <StateDir>/<ApplicationID>
-// (the root package's runtime.lockStateDir).
-const appLockName = ".lock"
 
 // errGroupActive: the consumer group has members, so the application runs.
 var errGroupActive = errors.New("the application is running")
@@ -272,7 +269,7 @@ func planStateDir(o resetOptions, plan *resetPlan) error {
 // lockAppDir takes the lock a running instance holds on its application state dir,
 // without waiting; the error says which process holds it.
 func lockAppDir(dir string) (release func(), err error) {
-	name := filepath.Join(dir, appLockName)
+	name := filepath.Join(dir, eddy.StateDirLockFile)
 	f, err := os.Open(name)
 	if errors.Is(err, os.ErrNotExist) {
 		return func() {}, nil

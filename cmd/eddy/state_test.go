@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/eddy-streams/eddy"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -158,7 +159,7 @@ func TestStateLocked(t *testing.T) {
 	appDir := wordcountStateDir(t)
 
 	// A running instance holds <app dir>/.lock (the runtime's lockStateDir).
-	lock, err := os.OpenFile(filepath.Join(appDir, appLockName), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(filepath.Join(appDir, eddy.StateDirLockFile), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
