@@ -1,0 +1,36 @@
+// Package eos is eddy's exactly-once proof harness: the method of design.md §10, as a
+// library for the eos-verify command and the package's Go tests.
+//
+// A run:
+//
+//  1. creates the topics of a test application (Topology): echo (input to output
+//     unchanged); per-key sum, count and max, each in a store and emitted on every
+//     update; a repartition hop (re-key by value bucket) followed by a count;
+//  2. starts up to three instances of it as separate OS processes, each with its own
+//     state dir (the harness re-executes its own binary; see InstanceEnv);
+//  3. writes Records input records with unique values over Keys keys with an
+//     idempotent producer (Produce), recording every acknowledged (partition, offset,
+//     key, value);
+//  4. meanwhile injects a seeded, logged fault schedule (PlanFaults): SIGTERM one
+//     instance, SIGKILL one (its state dir kept), SIGSTOP one past its session timeout
+//     and SIGCONT it (a zombie), restart the stopped ones, and, when it controls the
+//     broker, kill -9 the broker and restart it; optionally (Stall) SIGSTOP one past
+//     its transaction timeout but within its session timeout;
+//  5. waits until the group's committed offsets reach the end of the input and of the
+//     repartition topic, stops the instances with SIGTERM, and
+//  6. verifies (Gather, then Check), reading everything with read_committed: every
+//     output, repartition and changelog partition's last stable offset equals its end
+//     offset (no hanging transaction); the echo topic equals the input per partition,
+//     in order; every aggregate record equals its recomputation from the input, record
+//     by record (a duplicate or a loss shifts every later value); no record that no
+//     input explains; each state dir's stores equal a replay of their changelogs up to
+//     their checkpoints, and the freshest reach the changelog's end; every restore right
+//     after a SIGKILL started at the killed instance's checkpoint (only the tail).
+//
+// The result is one line (Result.Summary):
+//
+//	eos-verify: records=N kills=K stops=S pauses=Z broker-restarts=B duplicates=D lost=L hanging=H mismatched=M
+//
+// and the run's work dir keeps the instances' logs (JSON lines), their state dirs, the
+// acknowledged input (acked.tsv) and the report with the first problems of each kind.
+package eos

@@ -1,0 +1,182 @@
+package eos
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/partition"
+	"github.com/eddy-streams/eddy/kafkatest"
+)
+
+// DriverConfig configures the input driver.
+type DriverConfig struct {
+	Brokers    []string
+	Topic      string
+	Partitions int32
+	// Records is how many acknowledged records to write.
+	Records int
+	// Keys is the number of distinct keys, "k0000" ... .
+	Keys int
+	// Rate is the records per second to aim at; 0 writes as fast as the broker takes them.
+	Rate float64
+	// Seed chooses the key of each record.
+	Seed   uint64
+	Logger *slog.Logger
+}
+
+// Acked is an input record the broker acknowledged.
+type Acked struct {
+	Partition int32
+	Offset    int64
+	Key       string
+	Value     int64
+}
+
+// KeyName is the i-th key of the driver.
+func KeyName(i int) string { return fmt.Sprintf("k%04d", i) }
+
+// maxInFlight bounds the records sent but not yet acknowledged.
+const maxInFlight = 2000
+
+// Produce writes cfg.Records records with unique values (1, 2, 3, ... in the order
+// they are sent) over cfg.Keys keys with an idempotent producer, each to the partition
+// Kafka's default partitioner gives its key (murmur2, as eddy's sinks use), and returns
+// every acknowledged record sorted by partition and offset. A record the producer
+// reports as failed is not retried with the same value: the next record gets a new one,
+// so values stay unique whatever a failed send left in the topic (the verifier takes
+// the topic itself as the input and checks that every acknowledged record is in it).
+// When a send fails, the producer is recreated once its in-flight records are settled.
+func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, err error) {
+	if cfg.Records < 1 || cfg.Keys < 1 || cfg.Partitions < 1 {
+		return nil, 0, fmt.Errorf("eos driver: records %d, keys %d, partitions %d: want at least 1 each", cfg.Records, cfg.Keys, cfg.Partitions)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x65647179))
+	keys := make([]string, cfg.Keys)
+	for i := range keys {
+		keys[i] = KeyName(i)
+	}
+	sc := kafkatest.NewSaramaConfig()
+	sc.ClientID = "eos-driver"
+	sc.Producer.Idempotent = true
+	sc.Producer.RequiredAcks = sarama.WaitForAll
+	sc.Net.MaxOpenRequests = 1
+	sc.Producer.Return.Successes = true
+	sc.Producer.Return.Errors = true
+	sc.Producer.Partitioner = sarama.NewManualPartitioner
+	sc.Producer.Retry.Max = 1000 // rides out a broker restart
+	sc.Producer.Retry.Backoff = 200 * time.Millisecond
+	sc.Metadata.Retry.Max = 1000
+	sc.Metadata.Retry.Backoff = 200 * time.Millisecond
+
+	var p sarama.AsyncProducer
+	open := func() error {
+		for {
+			var err error
+			p, err = sarama.NewAsyncProducer(cfg.Brokers, sc)
+			if err == nil {
+				return nil
+			}
+			logger.Warn("eos driver: connecting", "error", err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("eos driver: connect to %v: %w", cfg.Brokers, errors.Join(ctx.Err(), err))
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	if err := open(); err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if p != nil {
+			_ = p.Close()
+		}
+	}()
+
+	began := time.Now()
+	next := int64(1)
+	inFlight := 0
+	broken := false
+	sent := 0
+	lastLog := time.Now()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	acked = make([]Acked, 0, cfg.Records)
+	for len(acked) < cfg.Records {
+		if broken && inFlight == 0 {
+			logger.Info("eos driver: recreating the producer after a failed send")
+			_ = p.Close()
+			p = nil
+			if err := open(); err != nil {
+				return nil, failed, err
+			}
+			broken = false
+		}
+		var input chan<- *sarama.ProducerMessage
+		var msg *sarama.ProducerMessage
+		due := cfg.Rate <= 0 || float64(sent) < cfg.Rate*time.Since(began).Seconds()
+		if !broken && due && inFlight < maxInFlight && len(acked)+inFlight < cfg.Records {
+			key := keys[rng.IntN(len(keys))]
+			msg = &sarama.ProducerMessage{
+				Topic:     cfg.Topic,
+				Partition: partition.ForKey([]byte(key), cfg.Partitions),
+				Key:       sarama.StringEncoder(key),
+				Value:     sarama.ByteEncoder(EncodeInt64(next)),
+				Metadata:  sentRecord{key: key, value: next},
+			}
+			input = p.Input()
+		}
+		select {
+		case input <- msg:
+			next++
+			sent++
+			inFlight++
+		case m := <-p.Successes():
+			inFlight--
+			r := m.Metadata.(sentRecord)
+			acked = append(acked, Acked{Partition: m.Partition, Offset: m.Offset, Key: r.key, Value: r.value})
+		case pe := <-p.Errors():
+			inFlight--
+			failed++
+			if !broken {
+				logger.Warn("eos driver: send failed; its value is not reused", "value", pe.Msg.Metadata.(sentRecord).value, "error", pe.Err)
+			}
+			broken = true
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, failed, fmt.Errorf("eos driver: %d of %d records acknowledged: %w", len(acked), cfg.Records, ctx.Err())
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			lastLog = time.Now()
+			logger.Info("eos driver: progress", "acked", len(acked), "records", cfg.Records, "failed", failed)
+		}
+	}
+	err = p.Close()
+	p = nil
+	if err != nil {
+		// Every record was acknowledged; a close error changes nothing of that.
+		logger.Warn("eos driver: closing the producer", "error", err)
+	}
+	slices.SortFunc(acked, func(a, b Acked) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+	})
+	logger.Info("eos driver: done", "acked", len(acked), "failed", failed, "took", time.Since(began).Round(time.Millisecond))
+	return acked, failed, nil
+}
+
+type sentRecord struct {
+	key   string
+	value int64
+}

@@ -1,0 +1,393 @@
+package eos_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy/integration/eos"
+	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/txproducer"
+)
+
+// The test binary doubles as the instance program: the harness re-executes it with
+// eos.InstanceEnv set.
+func TestMain(m *testing.M) {
+	if eos.IsInstance() {
+		os.Exit(eos.InstanceMain())
+	}
+	os.Exit(m.Run())
+}
+
+func launcher() eos.Launcher {
+	return eos.Launcher{Exe: os.Args[0], Args: []string{"-test.run=^$"}}
+}
+
+// workDir is a directory for one run, kept when the test fails (its path is logged).
+func workDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "eos-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("work dir kept: %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// run runs the harness and logs its result.
+func run(t *testing.T, ctx context.Context, cfg eos.Config) *eos.Result {
+	t.Helper()
+	cfg.WorkDir = workDir(t)
+	cfg.Launcher = launcher()
+	cfg.Logger = testLogger(t)
+	res, err := eos.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Logf("%s (seed %d, %d tail restores checked, %v)", res.Summary(), cfg.Seed, res.Report.TailRestores, res.Duration.Round(time.Second))
+	for _, a := range res.Anomalies {
+		t.Logf("anomaly: %s", a)
+	}
+	if !cfg.AtLeastOnce { // at-least-once has problems by design; its test checks the counts
+		for _, p := range res.Report.Problems {
+			t.Logf("problem: %s", p)
+		}
+	}
+	return res
+}
+
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// seedFor gives each run its own seed, or EOS_SEED's to replay one.
+func seedFor(t *testing.T) uint64 {
+	if s := os.Getenv("EOS_SEED"); s != "" {
+		var seed uint64
+		if _, err := fmt.Sscan(s, &seed); err != nil {
+			t.Fatalf("EOS_SEED=%q: %v", s, err)
+		}
+		return seed
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// TestShortMode is the CI run of the harness: 20,000 records, three instances and five
+// faults (SIGKILL, SIGTERM and SIGSTOP past the session timeout, each at least once),
+// with commit intervals of 100 ms and 5 s (so kills land inside open transactions), on
+// the embedded broker and on the real Kafka of EDDY_TEST_BROKERS.
+// The two clusters run in parallel.
+func TestShortMode(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		t.Parallel()
+		tails := 0
+		for _, commit := range []time.Duration{100 * time.Millisecond, 5 * time.Second} {
+			t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+				ctx := testContext(t, 5*time.Minute)
+				res := run(t, ctx, eos.Config{
+					Brokers: c.Addrs(), Prefix: c.Unique("eos"), Seed: seedFor(t),
+					Records: 20000, Keys: 200, Partitions: 4, Buckets: 16, Instances: 3,
+					CommitInterval: commit, Faults: 5,
+				})
+				if !res.OK() {
+					t.Errorf("%s", res.Summary())
+				}
+				if n := res.Kills + res.Stops + res.Pauses; n < 5 || res.Kills == 0 || res.Stops == 0 || res.Pauses == 0 {
+					t.Errorf("faults: %d kills, %d stops, %d pauses; want at least 5, each kind once", res.Kills, res.Stops, res.Pauses)
+				}
+				if res.Records != 20000 {
+					t.Errorf("records %d, want 20000", res.Records)
+				}
+				tails += res.Report.TailRestores
+			})
+		}
+		if tails == 0 && !t.Failed() {
+			t.Error("no restore after a SIGKILL was checked for restoring only the tail")
+		}
+	})
+}
+
+// TestShortModeBrokerRestart kills the broker with kill -9 during a run and restarts
+// it. It needs a broker of its own (killing the shared one would break the tests of
+// other packages): it starts one with integration/kafka.sh on free ports, so it runs
+// where the real-Kafka tests run (EDDY_TEST_BROKERS set, Java and the Kafka jars there).
+func TestShortModeBrokerRestart(t *testing.T) {
+	if len(kafkatest.BrokersFromEnv()) == 0 {
+		t.Skipf("%s is not set: no real Kafka here (this test starts its own with integration/kafka.sh where the real-Kafka tests run)", kafkatest.BrokersEnv)
+	}
+	ctx := testContext(t, 6*time.Minute)
+	broker, addr := ownBroker(t, ctx)
+	c := kafkatest.Connect(t, "own-kafka", []string{addr})
+	res := run(t, ctx, eos.Config{
+		Brokers: c.Addrs(), Prefix: c.Unique("eos"), Seed: seedFor(t),
+		Records: 20000, Keys: 200, Partitions: 4, Buckets: 16, Instances: 3,
+		CommitInterval: 5 * time.Second, Faults: 5, BrokerRestarts: 1, Broker: broker,
+	})
+	if !res.OK() {
+		t.Errorf("%s", res.Summary())
+	}
+	if res.BrokerRestarts != 1 || res.Kills+res.Stops+res.Pauses < 5 {
+		t.Errorf("faults: %s; want 1 broker restart and 5 instance faults", res.Summary())
+	}
+}
+
+// ownBroker starts a real Kafka broker for the test with integration/kafka.sh, in a
+// home of its own on free ports, reusing the jars of the shared broker's home
+// (EDDY_KAFKA_HOME, default integration/.kafka) when they are there. It is stopped
+// when the test ends.
+func ownBroker(t *testing.T, ctx context.Context) (eos.ScriptBroker, string) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "kafka.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	shared := os.Getenv("EDDY_KAFKA_HOME")
+	if shared == "" {
+		shared = filepath.Join("..", ".kafka")
+	}
+	dists, _ := filepath.Glob(filepath.Join(shared, "kafka-*", ".complete"))
+	for _, d := range dists {
+		dist, err := filepath.Abs(filepath.Dir(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(dist, filepath.Join(home, filepath.Base(dist))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ports := freePorts(t, 2)
+	b := eos.ScriptBroker{Script: script, Env: []string{
+		"EDDY_KAFKA_HOME=" + home,
+		fmt.Sprintf("EDDY_KAFKA_PORT=%d", ports[0]),
+		fmt.Sprintf("EDDY_KAFKA_CONTROLLER_PORT=%d", ports[1]),
+	}}
+	addr, err := b.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := b.Stop(sctx); err != nil {
+			t.Errorf("stopping the test's broker: %v", err)
+		}
+	})
+	return b, addr
+}
+
+// freePorts returns n TCP ports that were free a moment ago on 127.0.0.1.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return ports
+}
+
+// Under at-least-once, SIGKILLs repeat output (counted as duplicates) but lose nothing.
+func TestAtLeastOnceLosesNothing(t *testing.T) {
+	c := kafkatest.Embedded(t)
+	ctx := testContext(t, 4*time.Minute)
+	res := run(t, ctx, eos.Config{
+		Brokers: c.Addrs(), Prefix: c.Unique("alo"), Seed: seedFor(t),
+		Records: 6000, Keys: 100, Partitions: 4, Buckets: 8, Instances: 2,
+		CommitInterval: 5 * time.Second, AtLeastOnce: true,
+		Faults: 3, FaultKinds: []eos.FaultKind{eos.Kill},
+	})
+	if res.Kills != 3 {
+		t.Errorf("kills %d, want 3", res.Kills)
+	}
+	if res.Report.Lost != 0 || res.Report.Hanging != 0 {
+		t.Errorf("at-least-once lost or left hanging records: %s", res.Summary())
+	}
+	if res.Report.Duplicates == 0 {
+		t.Errorf("no duplicates after 3 SIGKILLs with a 5 s commit interval under at-least-once: the harness does not see replays (%s)", res.Summary())
+	}
+	for _, a := range res.Anomalies {
+		t.Errorf("anomaly: %s", a)
+	}
+}
+
+// The verifier must be able to fail: a clean run, then its output doctored with one
+// duplicate, one loss, one reordered echo record, a wrong aggregate, a wrong store, a
+// restore that started over, and a transaction left open; each is reported as what it is.
+func TestVerifierFindsDoctoredOutput(t *testing.T) {
+	c := kafkatest.Embedded(t)
+	ctx := testContext(t, 3*time.Minute)
+	prefix := c.Unique("doctored")
+	res := run(t, ctx, eos.Config{
+		Brokers: c.Addrs(), Prefix: prefix, Seed: 7,
+		Records: 2000, Keys: 20, Partitions: 2, Buckets: 4, Instances: 1, Span: 4 * time.Second,
+	})
+	if !res.OK() {
+		t.Fatalf("the clean run is not clean: %s", res.Summary())
+	}
+	clean := res.Observed
+	if len(clean.Snapshots) == 0 || len(clean.Echo[0]) < 10 {
+		t.Fatalf("clean run: %d snapshots, %d echo records in partition 0", len(clean.Snapshots), len(clean.Echo[0]))
+	}
+	type want struct{ dup, lost, hanging, mismatched int }
+	expectReport := func(t *testing.T, o *eos.Observed, w want) {
+		t.Helper()
+		r := eos.Check(o)
+		got := want{r.Duplicates, r.Lost, r.Hanging, r.Mismatched}
+		if got != w {
+			t.Errorf("got duplicates=%d lost=%d hanging=%d mismatched=%d, want %+v; problems:\n%s",
+				got.dup, got.lost, got.hanging, got.mismatched, w, strings.Join(r.Problems, "\n"))
+		}
+		if r.OK() != (w == want{}) {
+			t.Errorf("OK() = %v", r.OK())
+		}
+	}
+	t.Run("clean", func(t *testing.T) { expectReport(t, clone(clean), want{}) })
+	t.Run("duplicate echo record", func(t *testing.T) {
+		o := clone(clean)
+		e := o.Echo[0]
+		o.Echo[0] = append(e[:6:6], append([]eos.OutRecord{e[5]}, e[6:]...)...)
+		expectReport(t, o, want{dup: 1})
+	})
+	t.Run("lost echo record", func(t *testing.T) {
+		o := clone(clean)
+		o.Echo[0] = append(o.Echo[0][:5:5], o.Echo[0][6:]...)
+		expectReport(t, o, want{lost: 1})
+	})
+	t.Run("reordered echo record", func(t *testing.T) {
+		o := clone(clean)
+		e := o.Echo[0]
+		e[5], e[6] = e[6], e[5]
+		expectReport(t, o, want{mismatched: 1})
+	})
+	t.Run("duplicate sum update", func(t *testing.T) {
+		o := clone(clean)
+		s := o.Outputs[eos.StoreSum]
+		for p, recs := range s {
+			s[p] = append(recs[:4:4], append([]eos.OutRecord{recs[3]}, recs[4:]...)...)
+			break
+		}
+		expectReport(t, o, want{dup: 1})
+	})
+	t.Run("wrong count", func(t *testing.T) {
+		o := clone(clean)
+		for _, recs := range o.Outputs[eos.StoreCount] {
+			recs[len(recs)/2].Value++
+			break
+		}
+		expectReport(t, o, want{mismatched: 1})
+	})
+	t.Run("lost bucket update", func(t *testing.T) {
+		o := clone(clean)
+		b := o.Outputs[eos.StoreBucketCount]
+		for p, recs := range b {
+			// The last update of its bucket: no later count shifts.
+			last := len(recs) - 1
+			b[p] = recs[:last]
+			break
+		}
+		// The store and changelog still count it; only the output lacks it.
+		expectReport(t, o, want{lost: 1})
+	})
+	t.Run("acknowledged record missing from the input", func(t *testing.T) {
+		o := clone(clean)
+		o.Acked = append(o.Acked, eos.Acked{Partition: 0, Offset: 1 << 40, Key: "k0000", Value: 1 << 40})
+		expectReport(t, o, want{lost: 1})
+	})
+	t.Run("store differs from its changelog", func(t *testing.T) {
+		o := clone(clean)
+		s := &o.Snapshots[0]
+		for k := range s.Content {
+			s.Content[k]++
+			break
+		}
+		expectReport(t, o, want{mismatched: 1})
+	})
+	t.Run("restore after SIGKILL started over", func(t *testing.T) {
+		o := clone(clean)
+		o.Restores = append(o.Restores,
+			eos.RestoreCheck{Instance: "i0#2", Checkpoint: 40, Event: eos.RestoreEvent{Task: "0_0", Store: eos.StoreSum, From: 40, To: 50}},
+			eos.RestoreCheck{Instance: "i0#2", Checkpoint: 40, Event: eos.RestoreEvent{Task: "0_1", Store: eos.StoreSum, From: 0, To: 50, Wiped: true}})
+		expectReport(t, o, want{mismatched: 1})
+	})
+	t.Run("open transaction", func(t *testing.T) {
+		names := eos.NamesFor(prefix)
+		p, err := txproducer.New(ctx, txproducer.Config{
+			Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: prefix + "-doctor", TransactionTimeout: 5 * time.Minute,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		// A copy of the first echo record, in a transaction that stays open.
+		first := clean.Echo[0][0]
+		if err := p.Send(ctx, names.Echo, 0, []byte(first.Key), eos.EncodeInt64(first.Input), nil, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		o, err := eos.Gather(ctx, eos.GatherConfig{Brokers: c.Addrs(), Names: names, Buckets: clean.Buckets, StableWait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Acked, o.Snapshots = clean.Acked, clean.Snapshots
+		expectReport(t, o, want{hanging: 1})
+		if err := p.Abort(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func clone(o *eos.Observed) *eos.Observed {
+	c := *o
+	c.Input = maps.Clone(o.Input)
+	c.Echo = cloneParts(o.Echo)
+	c.Outputs = map[string]map[int32][]eos.OutRecord{}
+	for s, m := range o.Outputs {
+		c.Outputs[s] = cloneParts(m)
+	}
+	c.Acked = append([]eos.Acked(nil), o.Acked...)
+	c.Snapshots = nil
+	for _, s := range o.Snapshots {
+		s.Content = maps.Clone(s.Content)
+		c.Snapshots = append(c.Snapshots, s)
+	}
+	c.Restores = append([]eos.RestoreCheck(nil), o.Restores...)
+	return &c
+}
+
+func cloneParts[T any](m map[int32][]T) map[int32][]T {
+	out := make(map[int32][]T, len(m))
+	for p, recs := range m {
+		out[p] = append([]T(nil), recs...)
+	}
+	return out
+}

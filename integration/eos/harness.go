@@ -1,0 +1,635 @@
+package eos
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/kafkatest"
+)
+
+// Config configures one run of the harness.
+type Config struct {
+	// Brokers are the bootstrap addresses.
+	Brokers []string
+	// Prefix makes the run's topic and application names (NamesFor); unique per run.
+	Prefix string
+	// Records, over Keys keys and Partitions input partitions; Buckets for the
+	// repartition hop.
+	Records    int
+	Keys       int
+	Partitions int32
+	Buckets    int
+	// Instances is the number of instance processes (1 to 3 makes sense).
+	Instances int
+	// CommitInterval of the instances; AtLeastOnce runs them under eddy.AtLeastOnce.
+	CommitInterval time.Duration
+	AtLeastOnce    bool
+	// SessionTimeout of the instances' consumer group sessions; default 6 s. A paused
+	// instance stays stopped longer than this.
+	SessionTimeout time.Duration
+	// TransactionTimeout of the instances; default eddy's (10 s). A stalled instance
+	// stays stopped longer than this (and shorter than SessionTimeout).
+	TransactionTimeout time.Duration
+	// Faults instance faults of FaultKinds (default kill, term, pause), and
+	// BrokerRestarts broker kills (these need Broker), one after the other with
+	// FaultGap (default 3 s) on average between them, while the driver writes the
+	// records. The driver spreads the records over the planned schedule, or over Span
+	// if that is longer.
+	Faults         int
+	FaultKinds     []FaultKind
+	BrokerRestarts int
+	Broker         BrokerControl
+	FaultGap       time.Duration
+	Span           time.Duration
+	// Seed makes the run's keys and fault schedule.
+	Seed uint64
+	// CatchUpTimeout bounds the wait, after the last record and fault, for the
+	// application to process everything; default 3 min.
+	CatchUpTimeout time.Duration
+	// WorkDir holds the instances' state dirs and logs, and the run's records.
+	WorkDir string
+	// Launcher starts an instance process.
+	Launcher Launcher
+	// DebugInstances turns on the instances' debug logs.
+	DebugInstances bool
+	Logger         *slog.Logger
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Report *Report
+	// Records is the number of records the driver had acknowledged (the report's
+	// Records counts those in the input topic: the same unless a send that failed
+	// was written after all).
+	Records        int
+	Kills          int
+	Stops          int
+	Pauses         int
+	BrokerRestarts int
+	// Anomalies are misbehaviours of the runtime the harness saw while running: an
+	// instance that exited on its own, one that did not stop on SIGTERM, an
+	// application that did not catch up.
+	Anomalies []string
+	Duration  time.Duration
+	WorkDir   string
+	// Observed is what the verifier read back.
+	Observed *Observed
+}
+
+// Summary is the one-line result (records: those in the input topic):
+// eos-verify: records=N kills=K stops=S pauses=Z broker-restarts=B duplicates=D lost=L hanging=H mismatched=M
+func (r *Result) Summary() string {
+	rep := r.Report
+	records := r.Records
+	if rep == nil {
+		rep = &Report{}
+	} else {
+		records = rep.Records
+	}
+	return fmt.Sprintf("eos-verify: records=%d kills=%d stops=%d pauses=%d broker-restarts=%d duplicates=%d lost=%d hanging=%d mismatched=%d",
+		records, r.Kills, r.Stops, r.Pauses, r.BrokerRestarts, rep.Duplicates, rep.Lost, rep.Hanging, rep.Mismatched)
+}
+
+// OK reports whether the run found nothing wrong.
+func (r *Result) OK() bool { return r.Report != nil && r.Report.OK() && len(r.Anomalies) == 0 }
+
+func (c *Config) defaults() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("eos: Brokers: required")
+	}
+	if c.Prefix == "" {
+		return errors.New("eos: Prefix: required")
+	}
+	if c.WorkDir == "" {
+		return errors.New("eos: WorkDir: required")
+	}
+	if c.Launcher.Exe == "" {
+		return errors.New("eos: Launcher.Exe: required")
+	}
+	if c.Records < 1 || c.Keys < 1 || c.Partitions < 1 || c.Buckets < 1 || c.Instances < 1 {
+		return fmt.Errorf("eos: records %d, keys %d, partitions %d, buckets %d, instances %d: want at least 1 each", c.Records, c.Keys, c.Partitions, c.Buckets, c.Instances)
+	}
+	if c.BrokerRestarts > 0 && c.Broker == nil {
+		return errors.New("eos: BrokerRestarts need a Broker to control")
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 6 * time.Second
+	}
+	if slices.Contains(c.FaultKinds, Stall) {
+		txn := c.TransactionTimeout
+		if txn <= 0 {
+			txn = 10 * time.Second
+		}
+		if c.SessionTimeout < txn+3*time.Second {
+			return fmt.Errorf("eos: the stall fault needs a session timeout (%v) at least 3 s above the transaction timeout (%v)", c.SessionTimeout, txn)
+		}
+	}
+	if c.CommitInterval <= 0 {
+		c.CommitInterval = 100 * time.Millisecond
+	}
+	if c.CatchUpTimeout <= 0 {
+		c.CatchUpTimeout = 3 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+func (c *Config) txnTimeout() time.Duration {
+	if c.TransactionTimeout > 0 {
+		return c.TransactionTimeout
+	}
+	return 10 * time.Second
+}
+
+// harness is one run in progress.
+type harness struct {
+	cfg       Config
+	names     Names
+	logger    *slog.Logger
+	cluster   *kafkatest.Cluster
+	instances []*instance
+	res       *Result
+	began     time.Time
+	// brokerDown is set while the harness has the broker killed.
+	brokerDown bool
+}
+
+// Run runs the test application in Instances processes, writes the input, injects the
+// planned faults, waits for the application to process everything, stops it, and
+// verifies the result. An error means the harness could not do its job; what it found
+// wrong with the runtime is in the Result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	h := &harness{cfg: cfg, names: NamesFor(cfg.Prefix), logger: cfg.Logger, res: &Result{WorkDir: cfg.WorkDir}, began: time.Now()}
+	defer h.cleanup()
+	res, err := h.run(ctx)
+	h.res.Duration = time.Since(h.began)
+	return res, err
+}
+
+func (h *harness) elapsed() time.Duration { return time.Since(h.began).Round(time.Millisecond) }
+
+func (h *harness) anomaly(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	h.logger.Error("eos: anomaly", "at", h.elapsed(), "what", msg)
+	h.res.Anomalies = append(h.res.Anomalies, msg)
+}
+
+func (h *harness) run(ctx context.Context) (*Result, error) {
+	cfg := h.cfg
+	if err := os.MkdirAll(filepath.Join(cfg.WorkDir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("eos: work dir: %w", err)
+	}
+	plan, planned := PlanFaults(PlanConfig{
+		Seed: cfg.Seed, Faults: cfg.Faults, Kinds: cfg.FaultKinds, BrokerRestarts: cfg.BrokerRestarts,
+		Instances: cfg.Instances, Gap: cfg.FaultGap, Pause: cfg.SessionTimeout + 2*time.Second,
+		StallMin: cfg.txnTimeout() + time.Second, StallMax: cfg.SessionTimeout - time.Second,
+	})
+	// The input keeps coming a little past the planned end: faults take longer than
+	// planned when the machine is slow.
+	span := max(cfg.Span, planned*11/10)
+	h.logger.Info("eos: run", "prefix", cfg.Prefix, "seed", cfg.Seed, "records", cfg.Records, "keys", cfg.Keys,
+		"partitions", cfg.Partitions, "instances", cfg.Instances, "commit_interval", cfg.CommitInterval,
+		"at_least_once", cfg.AtLeastOnce, "session_timeout", cfg.SessionTimeout, "faults", len(plan), "span", span, "work_dir", cfg.WorkDir)
+	for i, f := range plan {
+		h.logger.Info("eos: planned fault", "n", i+1, "fault", f.String())
+	}
+
+	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	c, err := kafkatest.Dial(dialCtx, "eos", cfg.Brokers)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	h.cluster = c
+	for _, t := range append([]string{h.names.Input}, h.names.OutputTopics()...) {
+		if err := c.CreateTopic(ctx, t, cfg.Partitions, nil); err != nil {
+			return nil, fmt.Errorf("eos: create topic %s: %w", t, err)
+		}
+	}
+	for i := range cfg.Instances {
+		in := &instance{
+			cfg: InstanceConfig{
+				Name: fmt.Sprintf("i%d", i), Names: h.names, Buckets: cfg.Buckets, Brokers: cfg.Brokers,
+				StateDir:       filepath.Join(cfg.WorkDir, fmt.Sprintf("state-%d", i)),
+				CommitInterval: cfg.CommitInterval, AtLeastOnce: cfg.AtLeastOnce,
+				SessionTimeout: cfg.SessionTimeout, TransactionTimeout: cfg.TransactionTimeout,
+				Debug: cfg.DebugInstances,
+			},
+			launcher: cfg.Launcher,
+			logDir:   filepath.Join(cfg.WorkDir, "logs"),
+		}
+		h.instances = append(h.instances, in)
+		if err := in.start(nil); err != nil {
+			return nil, err
+		}
+	}
+
+	// The driver writes the input while the faults happen.
+	driverCtx, stopDriver := context.WithCancel(ctx)
+	defer stopDriver()
+	type driven struct {
+		acked  []Acked
+		failed int
+		err    error
+	}
+	driverDone := make(chan driven, 1)
+	go func() {
+		acked, failed, err := Produce(driverCtx, DriverConfig{
+			Brokers: cfg.Brokers, Topic: h.names.Input, Partitions: cfg.Partitions, Records: cfg.Records,
+			Keys: cfg.Keys, Rate: float64(cfg.Records) / span.Seconds(), Seed: cfg.Seed, Logger: h.logger,
+		})
+		driverDone <- driven{acked, failed, err}
+	}()
+
+	// Faults run one after the other; one that ends late delays the next.
+	var next time.Duration
+	for i, f := range plan {
+		if err := h.sleepUntil(ctx, max(f.At, next)); err != nil {
+			return nil, err
+		}
+		h.logger.Info("eos: fault", "n", i+1, "of", len(plan), "at", h.elapsed(), "fault", f.String())
+		if err := h.inject(ctx, f); err != nil {
+			return nil, err
+		}
+		next = time.Since(h.began) + f.After
+	}
+	var d driven
+	select {
+	case d = <-driverDone:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	h.res.Records = len(d.acked)
+	if err := writeAcked(filepath.Join(cfg.WorkDir, "acked.tsv"), d.acked); err != nil {
+		return nil, err
+	}
+	h.logger.Info("eos: input written", "at", h.elapsed(), "acked", len(d.acked), "failed_sends", d.failed)
+
+	if err := h.waitCaughtUp(ctx); err != nil {
+		return nil, err
+	}
+	h.stopAll()
+
+	o, err := Gather(ctx, GatherConfig{Brokers: cfg.Brokers, Names: h.names, Buckets: cfg.Buckets, Logger: h.logger})
+	if err != nil {
+		return nil, err
+	}
+	o.Acked = d.acked
+	for _, in := range h.instances {
+		snaps, err := ReadStateDir(in.cfg.StateDir, h.names.App)
+		if err != nil {
+			h.anomaly("%s: state dir unreadable: %v", in.cfg.Name, err)
+			continue
+		}
+		o.Snapshots = append(o.Snapshots, snaps...)
+		for _, p := range in.processes() {
+			if p.afterKill == nil {
+				continue
+			}
+			first := map[string]bool{}
+			for _, ev := range p.restoreEvents() {
+				k := ev.Task + "/" + ev.Store
+				if first[k] {
+					continue
+				}
+				first[k] = true
+				if cp, ok := p.afterKill[k]; ok {
+					o.Restores = append(o.Restores, RestoreCheck{Instance: p.name, Checkpoint: cp, Event: ev})
+				}
+			}
+		}
+	}
+	h.checkRaces()
+	h.res.Observed = o
+	h.res.Report = Check(o)
+	if err := h.writeReport(); err != nil {
+		return nil, err
+	}
+	return h.res, nil
+}
+
+// checkRaces turns the race detector's reports in the instances' logs into anomalies,
+// but for the known one inside sarama, which is only counted.
+func (h *harness) checkRaces() {
+	known := 0
+	for _, in := range h.instances {
+		for _, p := range in.processes() {
+			for _, r := range p.raceReports() {
+				if knownSaramaRace(r) {
+					known++
+					continue
+				}
+				h.anomaly("%s: data race (log %s):\n%s", p.name, p.logPath, r)
+			}
+		}
+	}
+	if known > 0 {
+		h.logger.Warn("eos: sarama's known data race on transactionManager.lastError was reported (docs/kafka-notes.md)", "reports", known)
+	}
+}
+
+// sleepUntil waits until at after the start, restarting instances that died on their
+// own in the meantime.
+func (h *harness) sleepUntil(ctx context.Context, at time.Duration) error {
+	for {
+		h.reviveCrashed()
+		left := at - time.Since(h.began)
+		if left <= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(left, 500*time.Millisecond)):
+		}
+	}
+}
+
+// reviveCrashed restarts instances whose process ended without the harness asking.
+func (h *harness) reviveCrashed() {
+	for _, in := range h.instances {
+		p := in.proc
+		if p == nil || p.expected || !p.exited() {
+			continue
+		}
+		h.anomaly("%s exited on its own (%v); last log lines:\n%s", p.name, p.err, p.lastLines())
+		if err := in.start(nil); err != nil {
+			h.anomaly("restarting %s: %v", in.cfg.Name, err)
+		}
+	}
+}
+
+func (h *harness) pick(want int) *instance {
+	for i := range h.instances {
+		in := h.instances[(want+i)%len(h.instances)]
+		if in.proc != nil && !in.proc.exited() {
+			return in
+		}
+	}
+	return nil
+}
+
+// inject runs one fault to its end: the victim is back (or the broker serves again).
+func (h *harness) inject(ctx context.Context, f Fault) error {
+	if f.Kind == BrokerKill {
+		h.brokerDown = true
+		if err := h.cfg.Broker.Kill(ctx); err != nil {
+			return err
+		}
+		if err := h.sleepUntil(ctx, time.Since(h.began)+f.Down); err != nil {
+			return err
+		}
+		if err := h.cfg.Broker.Restart(ctx); err != nil {
+			return err
+		}
+		h.brokerDown = false
+		h.res.BrokerRestarts++
+		h.logger.Info("eos: broker back", "at", h.elapsed())
+		return nil
+	}
+	in := h.pick(f.Instance)
+	if in == nil {
+		h.anomaly("no running instance for fault %v", f)
+		return nil
+	}
+	p := in.proc
+	switch f.Kind {
+	case Pause, Stall:
+		if err := p.signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		h.res.Pauses++
+		t := time.NewTimer(f.Down)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if err := p.signal(syscall.SIGCONT); err != nil {
+			return err
+		}
+		h.logger.Info("eos: resumed", "instance", p.name, "at", h.elapsed())
+		return ctx.Err()
+	case Kill, Term:
+		p.expected = true
+		sig := syscall.SIGKILL
+		if f.Kind == Term {
+			sig = syscall.SIGTERM
+		}
+		if err := p.signal(sig); err != nil {
+			return err
+		}
+		var afterKill map[string]int64
+		if f.Kind == Kill {
+			h.res.Kills++
+			if !p.wait(30 * time.Second) {
+				return fmt.Errorf("eos: %s did not die of SIGKILL within 30 s", p.name)
+			}
+			snaps, err := ReadStateDir(in.cfg.StateDir, h.names.App)
+			if err != nil {
+				h.anomaly("%s: state dir after SIGKILL unreadable: %v", p.name, err)
+			}
+			afterKill = checkpoints(snaps)
+		} else {
+			h.res.Stops++
+			if !p.wait(2 * time.Minute) {
+				h.anomaly("%s did not stop within 2 min of SIGTERM; killing it; last log lines:\n%s", p.name, p.lastLines())
+				_ = p.signal(syscall.SIGKILL)
+				p.wait(30 * time.Second)
+			} else if p.err != nil {
+				h.anomaly("%s exited with %v after SIGTERM; last log lines:\n%s", p.name, p.err, p.lastLines())
+			}
+		}
+		if err := h.sleepUntil(ctx, time.Since(h.began)+f.Down); err != nil {
+			return err
+		}
+		h.logger.Info("eos: restarting", "instance", in.cfg.Name, "at", h.elapsed())
+		return in.start(afterKill)
+	}
+	return fmt.Errorf("eos: unknown fault %v", f.Kind)
+}
+
+// waitCaughtUp waits until the group's committed offsets reach the end of the input and
+// of the repartition topic.
+func (h *harness) waitCaughtUp(ctx context.Context) error {
+	client, err := newClient(h.cfg.Brokers)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	deadline := time.Now().Add(h.cfg.CatchUpTimeout)
+	rep := h.names.Repartition()
+	lastData := map[int32]int64{} // repartition: offset after the last data record read
+	readTo := map[int32]int64{}
+	lastLog := time.Time{}
+	for {
+		h.reviveCrashed()
+		done, status, err := h.progress(ctx, client, rep, lastData, readTo)
+		if err != nil {
+			h.logger.Warn("eos: progress", "error", err)
+		}
+		if done {
+			h.logger.Info("eos: caught up", "at", h.elapsed(), "status", status)
+			return nil
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			lastLog = time.Now()
+			h.logger.Info("eos: waiting for the application to catch up", "at", h.elapsed(), "status", status)
+		}
+		if time.Now().After(deadline) {
+			h.anomaly("the application did not process all input within %v of the last fault: %s", h.cfg.CatchUpTimeout, status)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (h *harness) progress(ctx context.Context, client sarama.Client, rep string, lastData, readTo map[int32]int64) (bool, string, error) {
+	ends, err := h.cluster.EndOffsets(ctx, h.names.Input, sarama.ReadUncommitted)
+	if err != nil {
+		return false, "", err
+	}
+	committed, err := h.cluster.CommittedOffsets(ctx, h.names.App, h.names.Input)
+	if err != nil {
+		return false, "no committed offsets yet", err
+	}
+	var total, done int64
+	inputDone := true
+	for p, end := range ends {
+		total += end
+		done += max(committed[p], 0)
+		if committed[p] < end {
+			inputDone = false
+		}
+	}
+	status := fmt.Sprintf("input %d/%d", done, total)
+	if !inputDone {
+		return false, status, nil
+	}
+	parts, err := client.Partitions(rep)
+	if err != nil {
+		return false, status, err
+	}
+	for _, p := range parts {
+		stable, err := kread.ListOffset(client, rep, p, sarama.OffsetNewest)
+		if err != nil {
+			return false, status, err
+		}
+		if err := kread.ReadRange(ctx, client, rep, p, readTo[p], stable, func(r kread.Record) error {
+			lastData[p] = r.Offset + 1
+			return nil
+		}); err != nil {
+			return false, status, err
+		}
+		readTo[p] = stable
+	}
+	repCommitted, err := h.cluster.CommittedOffsets(ctx, h.names.App, rep)
+	if err != nil {
+		return false, status, err
+	}
+	for _, p := range parts {
+		if lastData[p] > 0 && repCommitted[p] < lastData[p] {
+			return false, fmt.Sprintf("%s; repartition %d at %d of %d", status, p, repCommitted[p], lastData[p]), nil
+		}
+	}
+	return true, status + "; repartition done", nil
+}
+
+// stopAll stops every instance with SIGTERM and waits for them.
+func (h *harness) stopAll() {
+	for _, in := range h.instances {
+		if p := in.proc; p != nil && !p.exited() {
+			p.expected = true
+			_ = p.signal(syscall.SIGCONT)
+			_ = p.signal(syscall.SIGTERM)
+		}
+	}
+	for _, in := range h.instances {
+		p := in.proc
+		if p == nil {
+			continue
+		}
+		if !p.wait(2 * time.Minute) {
+			h.anomaly("%s did not stop within 2 min of SIGTERM at the end; killing it; last log lines:\n%s", p.name, p.lastLines())
+			_ = p.signal(syscall.SIGKILL)
+			p.wait(30 * time.Second)
+		} else if p.err != nil {
+			h.anomaly("%s exited with %v at the end; last log lines:\n%s", p.name, p.err, p.lastLines())
+		}
+	}
+	h.logger.Info("eos: instances stopped", "at", h.elapsed())
+}
+
+// cleanup kills what is still running and brings the broker back if the harness left
+// it down.
+func (h *harness) cleanup() {
+	for _, in := range h.instances {
+		if p := in.proc; p != nil && !p.exited() {
+			p.expected = true
+			_ = p.signal(syscall.SIGCONT)
+			_ = p.signal(syscall.SIGKILL)
+			p.wait(30 * time.Second)
+		}
+	}
+	if h.brokerDown {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := h.cfg.Broker.Restart(ctx); err != nil {
+			h.logger.Error("eos: restarting the broker on the way out", "error", err)
+		}
+	}
+}
+
+func writeAcked(path string, acked []Acked) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("eos: %w", err)
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "partition\toffset\tkey\tvalue")
+	for _, a := range acked {
+		fmt.Fprintf(w, "%d\t%d\t%s\t%d\n", a.Partition, a.Offset, a.Key, a.Value)
+	}
+	return w.Flush()
+}
+
+func (h *harness) writeReport() error {
+	var b strings.Builder
+	fmt.Fprintln(&b, h.res.Summary())
+	fmt.Fprintf(&b, "tail restores checked: %d\n", h.res.Report.TailRestores)
+	for _, a := range h.res.Anomalies {
+		fmt.Fprintf(&b, "anomaly: %s\n", a)
+	}
+	for _, p := range h.res.Report.Problems {
+		fmt.Fprintf(&b, "problem: %s\n", p)
+	}
+	if err := os.WriteFile(filepath.Join(h.cfg.WorkDir, "report.txt"), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("eos: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package eos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// InstanceEnv is the environment variable that turns a process into an instance of the
+// test application: it holds the InstanceConfig as JSON. The harness re-executes its
+// own binary (the eos-verify command, or the test binary) with it set.
+const InstanceEnv = "EDDY_EOS_INSTANCE"
+
+// RestoreLogMsg is the message of the log line an instance writes for every store
+// restore (eddy.Config.OnRestore); the harness parses these lines.
+const RestoreLogMsg = "eos-restore"
+
+// InstanceConfig configures one instance process.
+type InstanceConfig struct {
+	Name           string        `json:"name"`
+	Names          Names         `json:"names"`
+	Buckets        int           `json:"buckets"`
+	Brokers        []string      `json:"brokers"`
+	StateDir       string        `json:"state_dir"`
+	CommitInterval time.Duration `json:"commit_interval"`
+	AtLeastOnce    bool          `json:"at_least_once,omitempty"`
+	SessionTimeout time.Duration `json:"session_timeout,omitempty"`
+	// TransactionTimeout of the application; 0: eddy's default.
+	TransactionTimeout time.Duration `json:"transaction_timeout,omitempty"`
+	Debug              bool          `json:"debug,omitempty"`
+}
+
+// IsInstance reports whether this process was started as an instance.
+func IsInstance() bool { return os.Getenv(InstanceEnv) != "" }
+
+// InstanceMain runs this process as an instance (see InstanceEnv) until SIGTERM or
+// SIGINT, and returns the exit status: 0 after a clean stop, 1 when the application
+// failed, 2 for a bad configuration. Logs go to stderr as JSON lines.
+func InstanceMain() int {
+	var cfg InstanceConfig
+	if err := json.Unmarshal([]byte(os.Getenv(InstanceEnv)), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "eos instance: bad %s: %v\n", InstanceEnv, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := RunInstance(ctx, cfg, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "eos instance %s: %v\n", cfg.Name, err)
+		if errors.Is(err, eddy.ErrConfig) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// RunInstance runs the test application until ctx ends, logging to w (JSON lines),
+// including one RestoreLogMsg line per store restore.
+func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
+	level := slog.LevelInfo
+	if cfg.Debug {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).With("instance", cfg.Name)
+	topo, err := Topology(cfg.Names, cfg.Buckets)
+	if err != nil {
+		return err
+	}
+	ec := eddy.Config{
+		ApplicationID:      cfg.Names.App,
+		Brokers:            cfg.Brokers,
+		StateDir:           cfg.StateDir,
+		CommitInterval:     cfg.CommitInterval,
+		TransactionTimeout: cfg.TransactionTimeout,
+		Logger:             logger,
+		OnRestore: func(task processor.TaskID, r changelog.Result) {
+			logger.Info(RestoreLogMsg, "task", task.String(), "store", r.Store, "from", r.From, "to", r.To,
+				"records", r.Records, "wiped", r.Wiped, "took", r.Duration)
+		},
+	}
+	if cfg.AtLeastOnce {
+		ec.Guarantee = eddy.AtLeastOnce
+	}
+	if s := cfg.SessionTimeout; s > 0 {
+		ec.Sarama = func(c *sarama.Config) {
+			c.Consumer.Group.Session.Timeout = s
+			c.Consumer.Group.Heartbeat.Interval = s / 5
+		}
+	}
+	app, err := eddy.New(topo, ec)
+	if err != nil {
+		return err
+	}
+	logger.Info("eos instance starting", "pid", os.Getpid(), "commit_interval", cfg.CommitInterval, "guarantee", ec.Guarantee.String())
+	if err := app.Run(ctx); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	logger.Info("eos instance stopped")
+	return nil
+}
+
+// RestoreEvent is one restore an instance reported.
+type RestoreEvent struct {
+	Task    string
+	Store   string
+	From    int64
+	To      int64
+	Records int64
+	Wiped   bool
+}
+
+// parseRestoreLine returns the restore a log line reports, if it is a RestoreLogMsg line.
+func parseRestoreLine(line []byte) (RestoreEvent, bool) {
+	var l struct {
+		Msg     string `json:"msg"`
+		Task    string `json:"task"`
+		Store   string `json:"store"`
+		From    int64  `json:"from"`
+		To      int64  `json:"to"`
+		Records int64  `json:"records"`
+		Wiped   bool   `json:"wiped"`
+	}
+	if err := json.Unmarshal(line, &l); err != nil || l.Msg != RestoreLogMsg {
+		return RestoreEvent{}, false
+	}
+	return RestoreEvent{Task: l.Task, Store: l.Store, From: l.From, To: l.To, Records: l.Records, Wiped: l.Wiped}, true
+}

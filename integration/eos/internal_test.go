@@ -1,0 +1,82 @@
+package eos
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The race report of sarama's known race is recognised from an instance's log; another
+// race is not.
+func TestRaceReports(t *testing.T) {
+	raw, err := os.ReadFile("testdata/sarama-race.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{}
+	p.file, err = os.Create(t.TempDir() + "/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.file.Close()
+	other := strings.ReplaceAll(string(raw), "github.com/IBM/sarama.(*transactionManager).transitionTo()", "github.com/eddy-streams/eddy.(*taskRunner).commit()")
+	for _, chunk := range []string{"{\"msg\":\"before\"}\n", string(raw), "{\"msg\":\"between\"}\n", other, "{\"msg\":\"after\"}\n"} {
+		// in odd pieces, as a pipe delivers them
+		for len(chunk) > 0 {
+			n := min(len(chunk), 97)
+			if _, err := p.Write([]byte(chunk[:n])); err != nil {
+				t.Fatal(err)
+			}
+			chunk = chunk[n:]
+		}
+	}
+	reports := p.raceReports()
+	if len(reports) != 2 {
+		t.Fatalf("%d race reports, want 2", len(reports))
+	}
+	if !knownSaramaRace(reports[0]) {
+		t.Errorf("sarama's race not recognised:\n%s", reports[0])
+	}
+	if knownSaramaRace(reports[1]) {
+		t.Errorf("another race taken for sarama's:\n%s", reports[1])
+	}
+}
+
+// A restore line an instance logs is parsed back.
+func TestParseRestoreLine(t *testing.T) {
+	line := `{"time":"2026-11-30T08:24:34.027429877Z","level":"INFO","msg":"eos-restore","instance":"i0#1","task":"1_3","store":"bucket-count","from":15,"to":28,"records":9,"wiped":false,"took":13112497}`
+	ev, ok := parseRestoreLine([]byte(line))
+	if !ok || ev != (RestoreEvent{Task: "1_3", Store: "bucket-count", From: 15, To: 28, Records: 9}) {
+		t.Fatalf("got %+v, %v", ev, ok)
+	}
+	if _, ok := parseRestoreLine([]byte(`{"msg":"store restored","task":"1_3"}`)); ok {
+		t.Fatal("another line taken for a restore line")
+	}
+}
+
+// The fault plan is reproducible from its seed, has every kind, and keeps its gaps.
+func TestPlanFaults(t *testing.T) {
+	c := PlanConfig{Seed: 42, Faults: 7, BrokerRestarts: 2, Instances: 3, Gap: 3 * time.Second, Pause: 8 * time.Second}
+	a, endA := PlanFaults(c)
+	b, endB := PlanFaults(c)
+	if len(a) != 9 || endA != endB {
+		t.Fatalf("plan of %d faults ending at %v/%v", len(a), endA, endB)
+	}
+	kinds := map[FaultKind]int{}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("fault %d differs: %v / %v", i, a[i], b[i])
+		}
+		kinds[a[i].Kind]++
+		if i > 0 && a[i].At < a[i-1].At+a[i-1].Down+a[i-1].After {
+			t.Errorf("fault %d at %v overlaps the previous one (%v)", i, a[i], a[i-1])
+		}
+		if a[i].Kind == Pause && a[i].Down < c.Pause {
+			t.Errorf("pause %v shorter than %v", a[i], c.Pause)
+		}
+	}
+	if kinds[Kill] == 0 || kinds[Term] == 0 || kinds[Pause] == 0 || kinds[BrokerKill] != 2 || a[0].Kind == BrokerKill {
+		t.Errorf("kinds %v, first %v", kinds, a[0].Kind)
+	}
+}
