@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/eddy-streams/eddy/internal/partition"
 )
@@ -82,6 +83,19 @@ type Observed struct {
 	Snapshots []StoreSnapshot
 	// Restores are the restores to check for "only the tail".
 	Restores []RestoreCheck
+	// OffsetCommits are the group's committed offsets of the input and repartition
+	// topics, in the order of the __consumer_offsets log.
+	OffsetCommits []OffsetCommit
+}
+
+// OffsetCommit is one committed offset as the __consumer_offsets log holds it.
+type OffsetCommit struct {
+	LogPartition int32
+	LogOffset    int64
+	Topic        string
+	Partition    int32
+	Offset       int64
+	Time         time.Time
 }
 
 // Report is the verifier's finding.
@@ -103,6 +117,12 @@ type Report struct {
 	Mismatched int
 	// TailRestores is the number of restores checked for "only the tail".
 	TailRestores int
+	// OffsetRegressions counts committed offsets below the one committed before them
+	// for the same partition: the group resumed below what it had committed. Not an
+	// output anomaly by itself (the duplicates it causes are counted as such), but
+	// the cause to look at: a broker that answered OffsetFetch with stale offsets, or
+	// a runtime that committed an old position.
+	OffsetRegressions int
 	// Problems describe the first anomalies of each kind.
 	Problems []string
 	counts   map[string]int
@@ -157,7 +177,26 @@ func Check(o *Observed) *Report {
 	checkStores(o, e, r)
 	checkRestores(o, r)
 	checkEnds(o, r)
+	checkOffsetCommits(o, r)
 	return r
+}
+
+func checkOffsetCommits(o *Observed, r *Report) {
+	type tp struct {
+		topic string
+		p     int32
+	}
+	last := map[tp]OffsetCommit{}
+	for _, c := range o.OffsetCommits {
+		k := tp{c.Topic, c.Partition}
+		if prev, ok := last[k]; ok && c.Offset < prev.Offset {
+			r.OffsetRegressions++
+			r.problem("offset-regression", "committed offset of %s/%d went back from %d (%s, %s-%d@%d) to %d (%s, %s-%d@%d)",
+				c.Topic, c.Partition, prev.Offset, prev.Time.Format("15:04:05.000"), offsetsTopic, prev.LogPartition, prev.LogOffset,
+				c.Offset, c.Time.Format("15:04:05.000"), offsetsTopic, c.LogPartition, c.LogOffset)
+		}
+		last[k] = c
+	}
 }
 
 func sortedPartitions[T any](m map[int32][]T) []int32 {

@@ -240,7 +240,8 @@ func TestAtLeastOnceLosesNothing(t *testing.T) {
 
 // The verifier must be able to fail: a clean run, then its output doctored with one
 // duplicate, one loss, one reordered echo record, a wrong aggregate, a wrong store, a
-// restore that started over, and a transaction left open; each is reported as what it is.
+// restore that started over, a committed offset that went back, and a transaction left
+// open; each is reported as what it is.
 func TestVerifierFindsDoctoredOutput(t *testing.T) {
 	c := kafkatest.Embedded(t)
 	ctx := testContext(t, 3*time.Minute)
@@ -337,6 +338,20 @@ func TestVerifierFindsDoctoredOutput(t *testing.T) {
 			eos.RestoreCheck{Instance: "i0#2", Checkpoint: 40, Event: eos.RestoreEvent{Task: "0_1", Store: eos.StoreSum, From: 0, To: 50, Wiped: true}})
 		expectReport(t, o, want{mismatched: 1})
 	})
+	t.Run("committed offset went back", func(t *testing.T) {
+		o := clone(clean)
+		o.OffsetCommits = []eos.OffsetCommit{
+			{LogOffset: 10, Topic: "in", Partition: 0, Offset: 100},
+			{LogOffset: 11, Topic: "in", Partition: 1, Offset: 50},
+			{LogOffset: 12, Topic: "in", Partition: 0, Offset: 120},
+			{LogOffset: 13, Topic: "in", Partition: 0, Offset: 90},
+			{LogOffset: 14, Topic: "in", Partition: 1, Offset: 60},
+		}
+		expectReport(t, o, want{}) // the output is intact; the regression is a cause, reported apart
+		if n := eos.Check(o).OffsetRegressions; n != 1 {
+			t.Errorf("offset regressions %d, want 1", n)
+		}
+	})
 	t.Run("open transaction", func(t *testing.T) {
 		names := eos.NamesFor(prefix)
 		p, err := txproducer.New(ctx, txproducer.Config{
@@ -381,6 +396,7 @@ func clone(o *eos.Observed) *eos.Observed {
 		c.Snapshots = append(c.Snapshots, s)
 	}
 	c.Restores = append([]eos.RestoreCheck(nil), o.Restores...)
+	c.OffsetCommits = append([]eos.OffsetCommit(nil), o.OffsetCommits...)
 	return &c
 }
 

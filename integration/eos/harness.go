@@ -322,6 +322,9 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	h.checkRaces()
 	h.res.Observed = o
 	h.res.Report = Check(o)
+	if n := h.res.Report.OffsetRegressions; n > 0 {
+		h.anomaly("the group's committed offsets went back %d times (see the offset-regression problems): it resumed below what it had committed, which repeats input", n)
+	}
 	if err := h.writeReport(); err != nil {
 		return nil, err
 	}

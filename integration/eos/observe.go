@@ -2,6 +2,7 @@ package eos
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -238,8 +239,73 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 			}
 		}
 	}
+	o.OffsetCommits, err = readOffsetCommits(ctx, client, n.App, map[string]bool{n.Input: true, n.Repartition(): true})
+	if err != nil {
+		return nil, err
+	}
 	logger.Info("eos: read back the run", "input_partitions", o.Partitions, "took", time.Since(began).Round(time.Millisecond))
 	return o, nil
+}
+
+// offsetsTopic is Kafka's internal topic of committed offsets.
+const offsetsTopic = "__consumer_offsets"
+
+// readOffsetCommits reads the committed offsets group wrote for topics, in the order
+// of the __consumer_offsets log (read_committed: transactional commits that were
+// aborted are left out). The embedded broker has no such topic: none then.
+func readOffsetCommits(ctx context.Context, client sarama.Client, group string, topics map[string]bool) ([]OffsetCommit, error) {
+	es, err := partitionEnds(client, offsetsTopic)
+	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+		return nil, nil // the embedded broker keeps offsets elsewhere
+	}
+	if err != nil {
+		return nil, fmt.Errorf("eos: %w", err)
+	}
+	var out []OffsetCommit
+	for _, e := range es {
+		if err := kread.ReadRange(ctx, client, offsetsTopic, e.Partition, e.Start, e.Stable, func(r kread.Record) error {
+			g, topic, p, ok := decodeOffsetCommitKey(r.Key)
+			if !ok || g != group || !topics[topic] || len(r.Value) < 10 {
+				return nil // another record type, group or topic, or a tombstone
+			}
+			out = append(out, OffsetCommit{
+				LogPartition: e.Partition, LogOffset: r.Offset, Topic: topic, Partition: p,
+				Offset: int64(binary.BigEndian.Uint64(r.Value[2:10])), Time: r.Timestamp,
+			})
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("eos: read %s/%d: %w", offsetsTopic, e.Partition, err)
+		}
+	}
+	return out, nil
+}
+
+// decodeOffsetCommitKey reads the key of an offset commit record (key versions 0 and
+// 1): group, topic, partition.
+func decodeOffsetCommitKey(b []byte) (group, topic string, partition int32, ok bool) {
+	if len(b) < 2 || binary.BigEndian.Uint16(b) > 1 {
+		return "", "", 0, false
+	}
+	b = b[2:]
+	str := func() (string, bool) {
+		if len(b) < 2 {
+			return "", false
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n {
+			return "", false
+		}
+		s := string(b[2 : 2+n])
+		b = b[2+n:]
+		return s, true
+	}
+	if group, ok = str(); !ok {
+		return "", "", 0, false
+	}
+	if topic, ok = str(); !ok || len(b) < 4 {
+		return "", "", 0, false
+	}
+	return group, topic, int32(binary.BigEndian.Uint32(b)), true
 }
 
 // interner shares the strings of repeated keys.
