@@ -259,3 +259,78 @@ func TestAtLeastOnceReconsumesAfterAFailedCommit(t *testing.T) {
 		}
 	})
 }
+
+// rewindGroup commits offset 0 for every partition of topics, as a group coordinator
+// answering stale committed offsets would make the group resume.
+func rewindGroup(t *testing.T, c *kafkatest.Cluster, group string, topics ...string) {
+	t.Helper()
+	client, err := sarama.NewClient(c.Addrs(), kafkatest.NewSaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	om, err := sarama.NewOffsetManagerFromClient(group, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range topics {
+		parts, err := client.Partitions(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parts {
+			pom, err := om.ManagePartition(topic, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pom.ResetOffset(0, "")
+			if err := pom.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	om.Commit()
+	if err := om.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	for _, topic := range topics {
+		waitFor(t, time.Minute, "the rewound offsets", func() (bool, error) {
+			got, err := c.CommittedOffsets(ctx, group, topic)
+			if err != nil {
+				return false, err
+			}
+			for _, off := range got {
+				if off != 0 {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	}
+}
+
+// When the group coordinator answers committed offsets older than the ones a task
+// committed (Kafka 4.1 does, for a while, after a kill -9 of a single node), the task's
+// own record of its offsets keeps it from processing committed input again, even on a
+// new instance with an empty state dir.
+func TestStaleCommittedOffsetsAreNotReprocessed(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		e := newWordCount(t, c, 2)
+		e.produce(t, 200)
+		in := start(t, e.topo, e.config(t))
+		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		if err := in.stop(); err != nil {
+			t.Fatal(err)
+		}
+		rewindGroup(t, c, e.appID, e.input, e.appID+"-words-repartition")
+		e.produce(t, 50)
+		in = start(t, e.topo, e.config(t)) // a fresh state dir: everything is restored
+		waitFor(t, time.Minute, "the counts after the rewind", func() (bool, error) { return e.complete(t), nil })
+		time.Sleep(500 * time.Millisecond) // let a wrongly replayed input show
+		if err := in.stop(); err != nil {
+			t.Fatal(err)
+		}
+		e.checkExactlyOnce(t)
+	})
+}

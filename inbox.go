@@ -19,6 +19,10 @@ type inbox struct {
 	mu     sync.Mutex
 	queues map[string]*queue
 	starts map[string]int64
+	// floors are the offsets below which the task knows its input is committed, from
+	// its own record (see taskRunner.readFloors); they hold even when the group
+	// coordinator answers an older committed offset.
+	floors map[string]int64
 	open   bool
 	notify chan struct{} // signalled when a record arrives
 }
@@ -32,7 +36,7 @@ type queue struct {
 }
 
 func newInbox() *inbox {
-	return &inbox{queues: map[string]*queue{}, starts: map[string]int64{}, notify: make(chan struct{}, 1)}
+	return &inbox{queues: map[string]*queue{}, starts: map[string]int64{}, floors: map[string]int64{}, notify: make(chan struct{}, 1)}
 }
 
 // reset empties the inbox for a new session and opens it.
@@ -41,6 +45,7 @@ func (in *inbox) reset() {
 	defer in.mu.Unlock()
 	in.queues = map[string]*queue{}
 	in.starts = map[string]int64{}
+	in.floors = map[string]int64{}
 	in.open = true
 }
 
@@ -103,14 +108,40 @@ func (in *inbox) committed(topic string, offset int64) {
 	in.starts[topic] = offset
 }
 
-// startOf returns the committed offset of topic (negative: none yet).
+// setFloor records the offset below which topic's input is known to be committed.
+func (in *inbox) setFloor(topic string, offset int64) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.floors[topic] = offset
+}
+
+// floorOf returns the task's own record of topic's committed offset (negative: none).
+func (in *inbox) floorOf(topic string) int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if f, ok := in.floors[topic]; ok {
+		return f
+	}
+	return -1
+}
+
+// startOf returns the committed offset of topic (negative: none yet): the larger of
+// the claim's start and the task's own record.
 func (in *inbox) startOf(topic string) int64 {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if s, ok := in.starts[topic]; ok {
-		return s
+	return in.startLocked(topic)
+}
+
+func (in *inbox) startLocked(topic string) int64 {
+	s, ok := in.starts[topic]
+	if !ok {
+		s = -1
 	}
-	return -1
+	if f, ok := in.floors[topic]; ok && f > s {
+		return f
+	}
+	return s
 }
 
 // push adds a record, waiting while its queue is full; it gives up when ctx ends.
@@ -179,7 +210,7 @@ func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
 		case best.space <- struct{}{}:
 		default:
 		}
-		if start, ok := in.starts[bestTopic]; ok && m.Offset < start {
+		if m.Offset < in.startLocked(bestTopic) {
 			continue
 		}
 		best.position = m.Offset + 1

@@ -518,6 +518,10 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		h.rt.logger.Warn("claim of an unknown task; ignoring its records", "topic", claim.Topic(), "partition", claim.Partition())
 	} else {
 		t.inbox.start(claim.Topic(), claim.InitialOffset(), claim.HighWaterMarkOffset)
+		if f := t.inbox.floorOf(claim.Topic()); f > claim.InitialOffset() && claim.InitialOffset() >= 0 {
+			t.logger.Warn("the group coordinator answered a committed offset older than the task's own record; skipping the committed records in between",
+				"topic", claim.Topic(), "partition", claim.Partition(), "coordinator", claim.InitialOffset(), "recorded", f)
+		}
 	}
 	done := sess.Context().Done()
 	h.rt.mu.Lock()

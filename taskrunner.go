@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/metrics"
+	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/statestore"
@@ -66,9 +68,10 @@ type taskRunner struct {
 	initDone   bool
 	changelogs map[string]string // store → changelog topic
 	sess       sarama.ConsumerGroupSession
-	consumed   map[string]int64  // per source topic: the offset after the last processed record
-	kept       []graph.RawRecord // input of the open transaction, for replay after an abort
-	pending    int               // records processed since the last commit
+	consumed   map[string]int64   // per source topic: the offset after the last processed record
+	kept       []graph.RawRecord  // input of the open transaction, for replay after an abort
+	offsets    *statestore.Buffer // the internal offsets store
+	pending    int                // records processed since the last commit
 	lastCommit time.Time
 	// failingSince is when the current run of failed transactions began (zero: none).
 	failingSince time.Time
@@ -123,25 +126,22 @@ func (t *taskRunner) open() error {
 		return nil
 	}
 	cfg := t.rt.cfg
-	var backend statestore.Backend
-	persistent := false
-	for _, st := range t.sub.Stores {
-		persistent = persistent || !st.InMemory
+	// Every task has a file: at least its offsets store lives there.
+	backend, rep, err := statestore.OpenBoltReport(filepath.Join(t.rt.appDir, t.id.String()), statestore.BoltOptions{NoSync: cfg.StoreNoSync, Logger: t.logger})
+	if err != nil {
+		return fmt.Errorf("task %s: open state: %w", t.id, err)
 	}
-	if persistent {
-		b, rep, err := statestore.OpenBoltReport(filepath.Join(t.rt.appDir, t.id.String()), statestore.BoltOptions{NoSync: cfg.StoreNoSync, Logger: t.logger})
-		if err != nil {
-			return fmt.Errorf("task %s: open state: %w", t.id, err)
-		}
-		if rep.Recreated {
-			t.logger.Warn("store file not usable; starting empty, restoring from the changelogs", "reason", rep.Reason, "moved_to", rep.MovedTo)
-			t.metrics.StoreRecreated()
-		}
-		backend = b
-	} else {
-		backend = statestore.NewMemoryBackend()
+	if rep.Recreated {
+		t.logger.Warn("store file not usable; starting empty, restoring from the changelogs", "reason", rep.Reason, "moved_to", rep.MovedTo)
+		t.metrics.StoreRecreated()
 	}
 	set := statestore.NewSet(backend)
+	offsetsStore := names.OffsetsStore(t.sub.ID)
+	offsets, err := set.Register(offsetsStore, true)
+	if err != nil {
+		_ = set.Close()
+		return err
+	}
 	policy := task.Fail
 	switch cfg.OnBadRecord {
 	case SkipBadRecord:
@@ -165,9 +165,52 @@ func (t *taskRunner) open() error {
 		_ = set.Close()
 		return err
 	}
+	changelogs := eng.ChangelogTopics()
+	changelogs[offsetsStore] = names.ChangelogTopic(cfg.ApplicationID, offsetsStore)
 	t.queryMu.Lock()
-	t.set, t.eng, t.changelogs = set, eng, eng.ChangelogTopics()
+	t.set, t.eng, t.changelogs, t.offsets = set, eng, changelogs, offsets
 	t.queryMu.Unlock()
+	return nil
+}
+
+// The offsets store: in every transaction a task also writes, to its internal offsets
+// store (and so to that store's changelog, inside the transaction), the input offsets
+// the transaction commits. They are the same offsets the group coordinator stores, kept
+// a second time where the task restores them itself: a Kafka group coordinator that
+// answers an older committed offset (seen after a kill -9 of a single-node Kafka 4.1,
+// while it reloads __consumer_offsets; see docs/kafka-notes.md) would otherwise make
+// the task process committed input again.
+
+// recordOffsets puts the consumed offsets into the offsets store's buffer.
+func (t *taskRunner) recordOffsets(offsets map[string]map[int32]int64) {
+	for topic, parts := range offsets {
+		if off, ok := parts[t.id.Partition]; ok {
+			t.offsets.Put([]byte(topic), binary.BigEndian.AppendUint64(nil, uint64(off)))
+		}
+	}
+}
+
+// readFloors reads the committed offsets the task recorded (after the restore, so
+// they are the ones of the last committed transaction) and makes the inbox drop input
+// below them. A floor above the group's committed offset means the coordinator answered
+// a stale offset; it is logged.
+func (t *taskRunner) readFloors() error {
+	name := t.offsets.Name()
+	for _, topic := range t.topics {
+		v, err := t.offsets.Backend().Get(name, []byte(topic))
+		if err != nil {
+			return fmt.Errorf("task %s: read recorded offsets: %w", t.id, err)
+		}
+		if len(v) != 8 {
+			continue
+		}
+		floor := int64(binary.BigEndian.Uint64(v))
+		if claim := t.inbox.startOf(topic); claim >= 0 && claim < floor {
+			t.logger.Warn("the group coordinator answered a committed offset older than the task's own record; skipping the committed records in between",
+				"topic", topic, "partition", t.id.Partition, "coordinator", claim, "recorded", floor)
+		}
+		t.inbox.setFloor(topic, floor)
+	}
 	return nil
 }
 
@@ -254,6 +297,9 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil // a rebalance: the restore resumes from its checkpoint later
 		}
+		return err
+	}
+	if err := t.readFloors(); err != nil {
 		return err
 	}
 	if !t.initDone {
@@ -385,18 +431,19 @@ func (t *taskRunner) commit(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
+	offsets := map[string]map[int32]int64{}
+	for topic, off := range t.consumed {
+		if off > t.inbox.startOf(topic) {
+			offsets[topic] = map[int32]int64{t.id.Partition: off}
+		}
+	}
+	t.recordOffsets(offsets)
 	if err := t.set.LogChanges(changelogWriter{t: t, ctx: ctx}); err != nil {
 		return err
 	}
 	if h := t.rt.app.hooks.beforeCommit; h != nil {
 		if err := h(t.id); err != nil {
 			return &txproducer.Error{Op: "commit (injected)", Class: txproducer.Abortable, Err: err}
-		}
-	}
-	offsets := map[string]map[int32]int64{}
-	for topic, off := range t.consumed {
-		if off > t.inbox.startOf(topic) {
-			offsets[topic] = map[int32]int64{t.id.Partition: off}
 		}
 	}
 	if t.exactlyOnce() {

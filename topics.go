@@ -12,6 +12,7 @@ import (
 
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/names"
 )
 
 // prepareTopics checks the user topics and creates the internal ones:
@@ -114,6 +115,8 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 				specs = append(specs, changelog.ChangelogSpec(appID, st.Name, n))
 			}
 		}
+		// The tasks' own record of the input offsets each transaction commits.
+		specs = append(specs, changelog.ChangelogSpec(appID, names.OffsetsStore(s.ID), n))
 	}
 	for r, n := range repParts {
 		specs = append(specs, changelog.RepartitionSpec(appID, r, n))

@@ -24,8 +24,10 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
@@ -222,6 +224,9 @@ func AddKeyValueStore[K, V any](b *Builder, name string, keys serde.Serde[K], va
 		b.fail("a store has an empty name")
 	}
 	b.checkTopicPart("store", name)
+	if strings.HasPrefix(name, names.OffsetsStorePrefix) {
+		b.fail("store name %q: names starting with %q are eddy's own", name, names.OffsetsStorePrefix)
+	}
 	st := &graph.Store{
 		Name: name, Index: len(b.stores), Processors: processors, Logged: true,
 		KeyType: reflect.TypeFor[K](), ValueType: reflect.TypeFor[V](),

@@ -2,6 +2,8 @@
 // Kafka Streams' conventions, so operators' tools and habits carry over.
 package names
 
+import "strconv"
+
 // ChangelogTopic is the compacted changelog topic of a store: <app>-<store>-changelog.
 func ChangelogTopic(appID, store string) string { return appID + "-" + store + "-changelog" }
 
@@ -10,3 +12,13 @@ func RepartitionTopic(appID, name string) string { return appID + "-" + name + "
 
 // TransactionalID is the transactional ID of a task's producer: <app>-<task>.
 func TransactionalID(appID, task string) string { return appID + "-" + task }
+
+// OffsetsStorePrefix starts the names of eddy's internal offsets stores, one per
+// sub-topology; user stores may not use it.
+const OffsetsStorePrefix = "eddy-offsets-"
+
+// OffsetsStore is the internal store in which the tasks of a sub-topology record, in
+// each transaction, the input offsets that transaction commits.
+func OffsetsStore(subtopology int) string {
+	return OffsetsStorePrefix + strconv.Itoa(subtopology)
+}
