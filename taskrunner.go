@@ -62,17 +62,17 @@ type taskRunner struct {
 	endLife context.CancelFunc
 
 	// The fields below belong to the goroutine holding runMu.
-	producer   *txproducer.Producer
-	eng        *task.Task
-	set        *statestore.Set
-	initDone   bool
-	changelogs map[string]string // store → changelog topic
-	sess       sarama.ConsumerGroupSession
-	consumed   map[string]int64   // per source topic: the offset after the last processed record
-	kept       []graph.RawRecord  // input of the open transaction, for replay after an abort
-	offsets    *statestore.Buffer // the internal offsets store
-	pending    int                // records processed since the last commit
-	lastCommit time.Time
+	producer     *txproducer.Producer
+	eng          *task.Task
+	set          *statestore.Set
+	initDone     bool
+	changelogs   map[string]string // store → changelog topic
+	sess         sarama.ConsumerGroupSession
+	consumed     map[string]int64  // per source topic: the offset after the last processed record
+	kept         []graph.RawRecord // input of the open transaction, for replay after an abort
+	offsetsTopic string            // where the task records its committed offsets
+	pending      int               // records processed since the last commit
+	lastCommit   time.Time
 	// failingSince is when the current run of failed transactions began (zero: none).
 	failingSince time.Time
 }
@@ -126,22 +126,25 @@ func (t *taskRunner) open() error {
 		return nil
 	}
 	cfg := t.rt.cfg
-	// Every task has a file: at least its offsets store lives there.
-	backend, rep, err := statestore.OpenBoltReport(filepath.Join(t.rt.appDir, t.id.String()), statestore.BoltOptions{NoSync: cfg.StoreNoSync, Logger: t.logger})
-	if err != nil {
-		return fmt.Errorf("task %s: open state: %w", t.id, err)
+	var backend statestore.Backend
+	persistent := false
+	for _, st := range t.sub.Stores {
+		persistent = persistent || !st.InMemory
 	}
-	if rep.Recreated {
-		t.logger.Warn("store file not usable; starting empty, restoring from the changelogs", "reason", rep.Reason, "moved_to", rep.MovedTo)
-		t.metrics.StoreRecreated()
+	if persistent {
+		b, rep, err := statestore.OpenBoltReport(filepath.Join(t.rt.appDir, t.id.String()), statestore.BoltOptions{NoSync: cfg.StoreNoSync, Logger: t.logger})
+		if err != nil {
+			return fmt.Errorf("task %s: open state: %w", t.id, err)
+		}
+		if rep.Recreated {
+			t.logger.Warn("store file not usable; starting empty, restoring from the changelogs", "reason", rep.Reason, "moved_to", rep.MovedTo)
+			t.metrics.StoreRecreated()
+		}
+		backend = b
+	} else {
+		backend = statestore.NewMemoryBackend()
 	}
 	set := statestore.NewSet(backend)
-	offsetsStore := names.OffsetsStore(t.sub.ID)
-	offsets, err := set.Register(offsetsStore, true)
-	if err != nil {
-		_ = set.Close()
-		return err
-	}
 	policy := task.Fail
 	switch cfg.OnBadRecord {
 	case SkipBadRecord:
@@ -165,42 +168,50 @@ func (t *taskRunner) open() error {
 		_ = set.Close()
 		return err
 	}
-	changelogs := eng.ChangelogTopics()
-	changelogs[offsetsStore] = names.ChangelogTopic(cfg.ApplicationID, offsetsStore)
 	t.queryMu.Lock()
-	t.set, t.eng, t.changelogs, t.offsets = set, eng, changelogs, offsets
+	t.set, t.eng, t.changelogs = set, eng, eng.ChangelogTopics()
 	t.queryMu.Unlock()
+	t.offsetsTopic = names.ChangelogTopic(cfg.ApplicationID, names.OffsetsStore(t.sub.ID))
 	return nil
 }
 
-// The offsets store: in every transaction a task also writes, to its internal offsets
-// store (and so to that store's changelog, inside the transaction), the input offsets
-// the transaction commits. They are the same offsets the group coordinator stores, kept
-// a second time where the task restores them itself: a Kafka group coordinator that
-// answers an older committed offset (seen after a kill -9 of a single-node Kafka 4.1,
-// while it reloads __consumer_offsets; see docs/kafka-notes.md) would otherwise make
-// the task process committed input again.
+// The offsets record: in every transaction a task also writes the input offsets the
+// transaction commits, one record per source topic (key: the topic, value: the offset,
+// 8 bytes big-endian), to partition p of <app>-eddy-offsets-<subtopology>-changelog. They
+// are the offsets the group coordinator stores, kept a second time where the task reads
+// them itself at start: a Kafka group coordinator that answers an older committed
+// offset (seen after a kill -9 of a single-node Kafka 4.1 while it reloads
+// __consumer_offsets; docs/kafka-notes.md) would otherwise make the task process
+// committed input again. Every record of the last transaction is at the end of the
+// partition, so reading its last few offsets is enough.
 
-// recordOffsets puts the consumed offsets into the offsets store's buffer.
-func (t *taskRunner) recordOffsets(offsets map[string]map[int32]int64) {
-	for topic, parts := range offsets {
-		if off, ok := parts[t.id.Partition]; ok {
-			t.offsets.Put([]byte(topic), binary.BigEndian.AppendUint64(nil, uint64(off)))
+// writeOffsets sends the offsets record of every source topic: the consumed position
+// where the task processed input, else the committed one.
+func (t *taskRunner) writeOffsets(ctx context.Context) error {
+	for _, topic := range t.topics {
+		off, ok := t.consumed[topic]
+		if !ok {
+			if off = t.inbox.startOf(topic); off < 0 {
+				continue
+			}
+		}
+		if err := t.producer.Send(ctx, t.offsetsTopic, t.id.Partition, []byte(topic), binary.BigEndian.AppendUint64(nil, uint64(off)), nil, time.Now()); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
-// readFloors reads the committed offsets the task recorded (after the restore, so
-// they are the ones of the last committed transaction) and makes the inbox drop input
-// below them. A floor above the group's committed offset means the coordinator answered
-// a stale offset; it is logged.
-func (t *taskRunner) readFloors() error {
-	name := t.offsets.Name()
+// readFloors reads the offsets record of the last committed transaction and makes the
+// inbox drop input below it. A floor above the group's committed offset means the
+// coordinator answered a stale offset; it is logged.
+func (t *taskRunner) readFloors(ctx context.Context) error {
+	last, err := changelog.ReadLast(ctx, t.rt.restoreC, t.offsetsTopic, t.id.Partition, 4*len(t.topics)+16)
+	if err != nil {
+		return fmt.Errorf("task %s: read its offsets record: %w", t.id, err)
+	}
 	for _, topic := range t.topics {
-		v, err := t.offsets.Backend().Get(name, []byte(topic))
-		if err != nil {
-			return fmt.Errorf("task %s: read recorded offsets: %w", t.id, err)
-		}
+		v := last[topic]
 		if len(v) != 8 {
 			continue
 		}
@@ -299,7 +310,10 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 		}
 		return err
 	}
-	if err := t.readFloors(); err != nil {
+	if err := t.readFloors(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	if !t.initDone {
@@ -437,7 +451,9 @@ func (t *taskRunner) commit(ctx context.Context) error {
 			offsets[topic] = map[int32]int64{t.id.Partition: off}
 		}
 	}
-	t.recordOffsets(offsets)
+	if err := t.writeOffsets(ctx); err != nil {
+		return err
+	}
 	if err := t.set.LogChanges(changelogWriter{t: t, ctx: ctx}); err != nil {
 		return err
 	}

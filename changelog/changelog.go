@@ -14,7 +14,14 @@
 // checkpoint it reaches.
 package changelog
 
-import "github.com/eddy-streams/eddy/internal/names"
+import (
+	"context"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/internal/names"
+)
 
 // TopicName is the changelog topic of a store: <applicationID>-<store>-changelog.
 func TopicName(appID, store string) string { return names.ChangelogTopic(appID, store) }
@@ -53,4 +60,25 @@ func RepartitionSpec(appID, name string, partitions int32) TopicSpec {
 			"cleanup.policy": "delete",
 		},
 	}
+}
+
+// ReadLast reads the committed records among the last window offsets of a partition
+// (up to its last stable offset) and returns the last value of each key. It serves
+// records that are rewritten in full by every transaction, such as a task's offsets
+// record: the newest transaction's records are all at the end.
+func ReadLast(ctx context.Context, client sarama.Client, topic string, partition int32, window int) (map[string][]byte, error) {
+	start, end, err := kread.EndOffsets(client, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	from := max(start, end-int64(window))
+	last := map[string][]byte{}
+	err = kread.ReadRange(ctx, client, topic, partition, from, end, func(r kread.Record) error {
+		last[string(r.Key)] = r.Value
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return last, nil
 }
