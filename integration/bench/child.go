@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/rcrowley/go-metrics"
+)
+
+// childSpec tells a child process what to run. The parent passes it as JSON.
+type childSpec struct {
+	Row            string
+	Brokers        []string
+	Input          string
+	Output         string
+	Group          string // consumer group, application ID, transactional ID prefix
+	Partitions     int32
+	CommitInterval time.Duration
+	SingleProducer bool    // pipe-txn: one transactional producer for every partition
+	Topology       string  // eddy: passthrough, wordcount, kv-put, kv-get
+	ExactlyOnce    bool    // eddy: the guarantee
+	StateDir       string  // eddy
+	ExpectTasks    int     // restore: stop once this many tasks restored and processed a record
+	ExpectPer      []int64 // changelog reads: data records per partition
+	Tune           tuning  // sarama (and eddy) settings
+	ProfilePrefix  string  // write <prefix>.{cpu,allocs,mutex}.pprof
+}
+
+// childResult is what a child reports on stdout (one line, resultPrefix + JSON). The
+// parent adds the CPU time and peak RSS from the child's rusage.
+type childResult struct {
+	Err string `json:",omitempty"`
+
+	// Self-measured rates (changelog reads and restores).
+	Records int64   `json:",omitempty"`
+	Bytes   int64   `json:",omitempty"`
+	Seconds float64 `json:",omitempty"`
+
+	// Restores.
+	Tasks          int     `json:",omitempty"`
+	RestoreRecords int64   `json:",omitempty"`
+	RestoreSeconds float64 `json:",omitempty"` // wall time from the first restore's start to the last one's end
+	Wiped          int     `json:",omitempty"`
+	FirstRestore   float64 `json:",omitempty"` // s from Run to the first restore's start (group join, producers)
+	ResumeFirst    float64 `json:",omitempty"` // s from Run to the first record processed
+	ResumeAll      float64 `json:",omitempty"` // s from Run until every task processed a record
+
+	// eddy commits (from its debug log) and sarama's retries (from its logger).
+	Commits          int     `json:",omitempty"`
+	CommitMeanMs     float64 `json:",omitempty"`
+	CommitP50Ms      float64 `json:",omitempty"`
+	CommitP99Ms      float64 `json:",omitempty"`
+	CommitTotalSec   float64 `json:",omitempty"`
+	Aborts           int     `json:",omitempty"`
+	TaskStarts       int     `json:",omitempty"`
+	AddPartRetries   int64   `json:",omitempty"`
+	EndTxnRetries    int64   `json:",omitempty"`
+	OffsetTxnRetries int64   `json:",omitempty"`
+	OtherSaramaLogs  int64   `json:",omitempty"`
+
+	// sarama's metrics (all clients of the child).
+	RecordsPerProduce  float64          `json:",omitempty"` // records per produce request (mean of a sample)
+	ProduceBatchBytes  float64          `json:",omitempty"` // bytes per record batch
+	ConsumerBatch      float64          `json:",omitempty"` // records per partition per fetch
+	FetchResponseBytes float64          `json:",omitempty"`
+	RequestLatencyMs   float64          `json:",omitempty"`
+	Requests           map[string]int64 `json:",omitempty"` // by API name
+
+	// The Go runtime.
+	Mallocs    uint64  `json:",omitempty"`
+	AllocBytes uint64  `json:",omitempty"`
+	NumGC      uint32  `json:",omitempty"`
+	GCPauseMs  float64 `json:",omitempty"`
+}
+
+const resultPrefix = "BENCH-RESULT "
+
+// childMain runs one row in this process and prints its result; the exit code is 0 when
+// the row ran to its end.
+func childMain(ctx context.Context, kind, specJSON string) int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "bench child: bad -child-spec:", err)
+		return 2
+	}
+	res := &childResult{}
+	stats := newSaramaStats(log.New(os.Stderr, "sarama: ", log.LstdFlags|log.Lmicroseconds))
+	sarama.Logger = stats // sarama has one package-level logger; this process is ours
+	reg := metrics.NewRegistry()
+	// sarama unregisters a broker connection's metrics when it closes, so take them when
+	// the parent asks the child to stop, before the clients close (or at the end).
+	snap := &metricsSnapshot{reg: reg, heapProfile: spec.ProfilePrefix}
+	snapDone := make(chan struct{})
+	childDone := make(chan struct{})
+	go func() {
+		defer close(snapDone)
+		select {
+		case <-ctx.Done():
+			snap.take()
+		case <-childDone:
+		}
+	}()
+	stopProfiles, err := startProfiles(spec.ProfilePrefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench child:", err)
+		return 2
+	}
+	switch kind {
+	case "pipe-raw":
+		err = runPipeRaw(ctx, &spec, reg)
+	case "pipe-txn":
+		err = runPipeTxn(ctx, &spec, reg, res)
+	case "pipe-txn-2hop":
+		err = runPipeTxn2Hop(ctx, &spec, reg, res)
+	case "eddy":
+		err = runEddy(ctx, &spec, reg, res)
+	case "restore":
+		err = runRestore(ctx, &spec, reg, res, snap.take)
+	case "changelog-read":
+		err = runChangelogRead(ctx, &spec, reg, res, snap.take)
+	case "changelog-kread":
+		err = runChangelogKread(ctx, &spec, reg, res, snap.take)
+	default:
+		err = fmt.Errorf("unknown child kind %q", kind)
+	}
+	close(childDone)
+	<-snapDone
+	snap.take()
+	if perr := stopProfiles(); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		res.Err = err.Error()
+		fmt.Fprintln(os.Stderr, "bench child:", err)
+	}
+	stats.fill(res)
+	snap.fill(res)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.Mallocs, res.AllocBytes, res.NumGC = ms.Mallocs, ms.TotalAlloc, ms.NumGC
+	res.GCPauseMs = float64(ms.PauseTotalNs) / 1e6
+	b, jerr := json.Marshal(res)
+	if jerr != nil {
+		fmt.Fprintln(os.Stderr, "bench child:", jerr)
+		return 1
+	}
+	fmt.Println(resultPrefix + string(b))
+	if res.Err != "" {
+		return 1
+	}
+	return 0
+}
+
+// startProfiles starts the CPU profile and the mutex profile; the returned function
+// stops them and writes the allocation and mutex profiles.
+func startProfiles(prefix string) (func() error, error) {
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	cpu, err := os.Create(prefix + ".cpu.pprof")
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		_ = cpu.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	runtime.SetMutexProfileFraction(20)
+	return func() error {
+		pprof.StopCPUProfile()
+		errs := []error{cpu.Close()}
+		for _, name := range []string{"allocs", "mutex"} {
+			f, err := os.Create(prefix + "." + name + ".pprof")
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			errs = append(errs, pprof.Lookup(name).WriteTo(f, 0), f.Close())
+		}
+		return errors.Join(errs...)
+	}, nil
+}
+
+// saramaStats is sarama's logger in a child: it counts the transaction manager's retries
+// (CONCURRENT_TRANSACTIONS after a commit shows up as add-partition retries) and writes
+// every line to the child's log.
+type saramaStats struct {
+	addPart, endTxn, offsets, other atomic.Int64
+	out                             *log.Logger
+}
+
+func newSaramaStats(out *log.Logger) *saramaStats { return &saramaStats{out: out} }
+
+func (s *saramaStats) count(format string) {
+	switch {
+	case strings.HasPrefix(format, "txnmgr/add-partition-to-txn retrying"):
+		s.addPart.Add(1)
+	case strings.HasPrefix(format, "txnmgr/endtxn") && strings.Contains(format, "retrying"):
+		s.endTxn.Add(1)
+	case (strings.HasPrefix(format, "txnmgr/add-offset-to-txn") || strings.HasPrefix(format, "txnmgr/txn-offset-commit")) && strings.Contains(format, "retrying"):
+		s.offsets.Add(1)
+	default:
+		s.other.Add(1)
+	}
+}
+
+func (s *saramaStats) Print(v ...any) {
+	s.count(fmt.Sprint(v...))
+	s.out.Print(v...)
+}
+
+func (s *saramaStats) Printf(format string, v ...any) {
+	s.count(format)
+	s.out.Printf(format, v...)
+}
+
+func (s *saramaStats) Println(v ...any) {
+	s.count(fmt.Sprint(v...))
+	s.out.Println(v...)
+}
+
+func (s *saramaStats) fill(r *childResult) {
+	r.AddPartRetries, r.EndTxnRetries = s.addPart.Load(), s.endTxn.Load()
+	r.OffsetTxnRetries, r.OtherSaramaLogs = s.offsets.Load(), s.other.Load()
+}
+
+// apiNames lists the request kinds (API key, name) whose counts a child reports.
+func apiNames() []struct {
+	key  int16
+	name string
+} {
+	return []struct {
+		key  int16
+		name string
+	}{
+		{0, "Produce"}, {1, "Fetch"}, {2, "ListOffsets"}, {8, "OffsetCommit"}, {9, "OffsetFetch"},
+		{24, "AddPartitionsToTxn"}, {25, "AddOffsetsToTxn"}, {26, "EndTxn"}, {28, "TxnOffsetCommit"},
+	}
+}
+
+// metricsSnapshot keeps sarama's metrics as they were at the first take, and writes a
+// heap profile then (while the application still runs) when profiling.
+type metricsSnapshot struct {
+	reg         metrics.Registry
+	heapProfile string // prefix; empty: none
+	once        sync.Once
+	taken       childResult
+}
+
+func (m *metricsSnapshot) take() {
+	m.once.Do(func() {
+		fillMetrics(m.reg, &m.taken)
+		if m.heapProfile != "" {
+			if f, err := os.Create(m.heapProfile + ".heap.pprof"); err == nil {
+				runtime.GC()
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}
+	})
+}
+
+func (m *metricsSnapshot) fill(r *childResult) {
+	r.RecordsPerProduce, r.ProduceBatchBytes = m.taken.RecordsPerProduce, m.taken.ProduceBatchBytes
+	r.ConsumerBatch, r.FetchResponseBytes = m.taken.ConsumerBatch, m.taken.FetchResponseBytes
+	r.RequestLatencyMs, r.Requests = m.taken.RequestLatencyMs, m.taken.Requests
+}
+
+func fillMetrics(reg metrics.Registry, r *childResult) {
+	mean := func(name string) float64 {
+		if h, ok := reg.Get(name).(metrics.Histogram); ok {
+			return h.Mean()
+		}
+		return 0
+	}
+	r.RecordsPerProduce = mean("records-per-request")
+	r.ProduceBatchBytes = mean("batch-size")
+	r.ConsumerBatch = mean("consumer-batch-size")
+	r.FetchResponseBytes = mean("consumer-fetch-response-size")
+	r.RequestLatencyMs = mean("request-latency-in-ms")
+	for _, api := range apiNames() {
+		if m, ok := reg.Get(fmt.Sprintf("protocol-requests-rate-%d", api.key)).(metrics.Meter); ok && m.Count() > 0 {
+			if r.Requests == nil {
+				r.Requests = map[string]int64{}
+			}
+			r.Requests[api.name] = m.Count()
+		}
+	}
+}
+
+// durationStats summarizes commit durations.
+type durationStats struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (d *durationStats) add(x time.Duration) {
+	d.mu.Lock()
+	d.ds = append(d.ds, x)
+	d.mu.Unlock()
+}
+
+func (d *durationStats) fill(r *childResult) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.ds) == 0 {
+		return
+	}
+	sort.Slice(d.ds, func(i, j int) bool { return d.ds[i] < d.ds[j] })
+	var sum time.Duration
+	for _, x := range d.ds {
+		sum += x
+	}
+	ms := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) }
+	r.Commits = len(d.ds)
+	r.CommitMeanMs = ms(sum / time.Duration(len(d.ds)))
+	r.CommitP50Ms = ms(d.ds[len(d.ds)/2])
+	r.CommitP99Ms = ms(d.ds[min(len(d.ds)-1, len(d.ds)*99/100)])
+	r.CommitTotalSec = sum.Seconds()
+}
+
+// saramaBase is the consumer configuration every pipe and reader starts from: eddy's own
+// base (Config.saramaConfig) so that the pipes and eddy differ only in what eddy adds.
+func saramaBase(spec *childSpec, reg metrics.Registry, clientID string) *sarama.Config {
+	sc := sarama.NewConfig()
+	sc.ClientID = clientID
+	sc.Version = sarama.V3_9_0_0
+	sc.Consumer.Return.Errors = true
+	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	sc.Consumer.IsolationLevel = sarama.ReadCommitted
+	sc.Consumer.Group.Session.Timeout = 10 * time.Second
+	sc.Consumer.Group.Heartbeat.Interval = time.Second
+	sc.Consumer.Group.Rebalance.Timeout = 60 * time.Second
+	sc.Metadata.RefreshFrequency = time.Minute
+	sc.MetricRegistry = reg
+	spec.Tune.apply(sc)
+	return sc
+}
+
+// apply sets the tuning's non-zero settings on a sarama configuration.
+func (t tuning) apply(sc *sarama.Config) {
+	if t.TxnBackoff > 0 {
+		sc.Producer.Transaction.Retry.Backoff = t.TxnBackoff
+	}
+	if t.Linger > 0 {
+		sc.Producer.Flush.Frequency = t.Linger
+	}
+	if t.FlushBytes > 0 {
+		sc.Producer.Flush.Bytes = t.FlushBytes
+	}
+	if t.FetchDefault > 0 {
+		sc.Consumer.Fetch.Default = t.FetchDefault
+	}
+	if t.ChannelBuffer > 0 {
+		sc.ChannelBufferSize = t.ChannelBuffer
+	}
+	if t.MaxWait > 0 {
+		sc.Consumer.MaxWaitTime = t.MaxWait
+	}
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/rcrowley/go-metrics"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/statestore"
+	"github.com/eddy-streams/eddy/topology"
+)
+
+// storeName is the store of the kv topologies; its changelog is <app>-kv-changelog.
+const storeName = "kv"
+
+// buildTopology makes the topology a child runs. seen, if not nil, is told when a task's
+// kv processor takes its first record.
+func buildTopology(spec *childSpec, seen func(processor.TaskID)) (*topology.Topology, error) {
+	switch spec.Topology {
+	case "passthrough":
+		b := topology.NewBuilder()
+		topology.AddSource(b, "in", serde.Bytes(), serde.Bytes(), spec.Input)
+		topology.AddSink(b, "out", spec.Output, serde.Bytes(), serde.Bytes(), "in")
+		return b.Build()
+	case "wordcount":
+		return wordcount.TopologyFor(spec.Input, spec.Output)
+	case "kv-put", "kv-get":
+		put := spec.Topology == "kv-put"
+		b := topology.NewBuilder()
+		topology.AddSource(b, "in", serde.Bytes(), serde.Bytes(), spec.Input)
+		topology.AddProcessor(b, "store-writer", func() processor.Processor[[]byte, []byte, []byte, []byte] {
+			return &kvProcessor{put: put, seen: seen}
+		}, "in")
+		topology.AddKeyValueStore(b, storeName, serde.Bytes(), serde.Bytes(), "store-writer")
+		return b.Build()
+	}
+	return nil, fmt.Errorf("unknown topology %q", spec.Topology)
+}
+
+// kvProcessor puts every record into the store (kv-put) or only reads its key (kv-get,
+// which leaves the changelog as it is).
+type kvProcessor struct {
+	ctx   processor.Context[[]byte, []byte]
+	store statestore.KeyValueStore[[]byte, []byte]
+	put   bool
+	seen  func(processor.TaskID)
+	first bool
+}
+
+func (p *kvProcessor) Init(ctx processor.Context[[]byte, []byte]) error {
+	p.ctx = ctx
+	var err error
+	p.store, err = processor.KeyValueStore[[]byte, []byte](ctx, storeName)
+	return err
+}
+
+func (p *kvProcessor) Process(rec processor.Record[[]byte, []byte]) error {
+	if !p.first {
+		p.first = true
+		if p.seen != nil {
+			p.seen(p.ctx.TaskID())
+		}
+	}
+	if p.put {
+		return p.store.Put(rec.Key, rec.Value)
+	}
+	_, _, err := p.store.Get(rec.Key)
+	return err
+}
+
+func (p *kvProcessor) Close() error { return nil }
+
+// eddyConfig is the application's configuration: eddy's defaults, the row's guarantee
+// and commit interval, the tuning, and hooks that collect statistics.
+func eddyConfig(spec *childSpec, reg metrics.Registry, logs *logStats, onRestore func(processor.TaskID, changelog.Result)) eddy.Config {
+	g := eddy.AtLeastOnce
+	if spec.ExactlyOnce {
+		g = eddy.ExactlyOnce
+	}
+	return eddy.Config{
+		ApplicationID:  spec.Group,
+		Brokers:        spec.Brokers,
+		StateDir:       spec.StateDir,
+		Guarantee:      g,
+		CommitInterval: spec.CommitInterval,
+		CommitRecords:  spec.Tune.CommitRecords,
+		Logger:         slog.New(&logHandler{s: logs, next: slog.NewTextHandler(os.Stderr, nil)}),
+		Sarama: func(sc *sarama.Config) {
+			sc.MetricRegistry = reg
+			spec.Tune.apply(sc)
+		},
+		OnRestore: onRestore,
+	}
+}
+
+// runEddy runs an application until the parent stops it.
+func runEddy(ctx context.Context, spec *childSpec, reg metrics.Registry, res *childResult) error {
+	topo, err := buildTopology(spec, nil)
+	if err != nil {
+		return err
+	}
+	logs := &logStats{}
+	app, err := eddy.New(topo, eddyConfig(spec, reg, logs, nil))
+	if err != nil {
+		return err
+	}
+	err = app.Run(ctx)
+	logs.fill(res)
+	return err
+}
+
+// runRestore runs an application until every one of spec.ExpectTasks tasks restored its
+// store and processed a record, then stops it (calling snapshot first), and reports the
+// restore.
+func runRestore(ctx context.Context, spec *childSpec, reg metrics.Registry, res *childResult, snapshot func()) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	began := time.Now()
+	var mu sync.Mutex
+	restored := map[processor.TaskID]bool{}
+	resumed := map[processor.TaskID]time.Time{}
+	var firstStart, lastEnd time.Time
+	check := func() {
+		if len(restored) >= spec.ExpectTasks && len(resumed) >= spec.ExpectTasks {
+			snapshot()
+			cancel()
+		}
+	}
+	onRestore := func(id processor.TaskID, r changelog.Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		if start := now.Add(-r.Duration); firstStart.IsZero() || start.Before(firstStart) {
+			firstStart = start
+		}
+		lastEnd = now
+		res.RestoreRecords += r.Records
+		if r.Wiped {
+			res.Wiped++
+		}
+		restored[id] = true
+		check()
+	}
+	seen := func(id processor.TaskID) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := resumed[id]; !ok {
+			resumed[id] = time.Now()
+		}
+		check()
+	}
+	topo, err := buildTopology(spec, seen)
+	if err != nil {
+		return err
+	}
+	logs := &logStats{}
+	app, err := eddy.New(topo, eddyConfig(spec, reg, logs, onRestore))
+	if err != nil {
+		return err
+	}
+	err = app.Run(ctx)
+	logs.fill(res)
+	mu.Lock()
+	defer mu.Unlock()
+	res.Tasks = len(restored)
+	if len(restored) < spec.ExpectTasks || len(resumed) < spec.ExpectTasks {
+		return errors.Join(err, fmt.Errorf("stopped with %d of %d tasks restored and %d resumed", len(restored), spec.ExpectTasks, len(resumed)))
+	}
+	res.RestoreSeconds = lastEnd.Sub(firstStart).Seconds()
+	res.FirstRestore = firstStart.Sub(began).Seconds()
+	var first, last time.Time
+	for _, t := range resumed {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	res.ResumeFirst, res.ResumeAll = first.Sub(began).Seconds(), last.Sub(began).Seconds()
+	return err
+}
+
+// runChangelogRead reads every partition of spec.Input from its start with a plain
+// sarama consumer (read_committed) until spec.ExpectPer records of each are read.
+func runChangelogRead(ctx context.Context, spec *childSpec, reg metrics.Registry, res *childResult, snapshot func()) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	consumer, err := sarama.NewConsumer(spec.Brokers, saramaBase(spec, reg, spec.Group))
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	defer consumer.Close()
+	var records, bytes atomic.Int64
+	var wg sync.WaitGroup
+	began := time.Now()
+	for p := range spec.Partitions {
+		want := spec.ExpectPer[p]
+		if want == 0 {
+			continue
+		}
+		pc, err := consumer.ConsumePartition(spec.Input, p, sarama.OffsetOldest)
+		if err != nil {
+			cancel(fmt.Errorf("consume partition %d: %w", p, err))
+			break
+		}
+		wg.Go(func() {
+			defer pc.AsyncClose()
+			var n, b int64
+			defer func() { records.Add(n); bytes.Add(b) }()
+			for n < want {
+				select {
+				case m := <-pc.Messages():
+					n++
+					b += int64(len(m.Key) + len(m.Value))
+				case e := <-pc.Errors():
+					cancel(fmt.Errorf("partition %d: %w", p, e))
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.Seconds = time.Since(began).Seconds()
+	res.Records, res.Bytes = records.Load(), bytes.Load()
+	snapshot()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// runChangelogKread reads the same with internal/kread's Fetch, as the restorer does
+// (one client for all partitions, 32 MiB fetches), without writing a store.
+func runChangelogKread(ctx context.Context, spec *childSpec, reg metrics.Registry, res *childResult, snapshot func()) error {
+	client, err := sarama.NewClient(spec.Brokers, saramaBase(spec, reg, spec.Group))
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	defer client.Close()
+	fetch := spec.Tune.KreadFetch
+	if fetch <= 0 {
+		fetch = 32 << 20 // changelog.Restorer's default
+	}
+	var records, bytes atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, spec.Partitions)
+	began := time.Now()
+	for p := range spec.Partitions {
+		wg.Go(func() {
+			start, end, err := kread.EndOffsets(client, spec.Input, p)
+			if err != nil {
+				errs[p] = err
+				return
+			}
+			var n, b int64
+			next, stuck := start, 0
+			for next < end && ctx.Err() == nil {
+				recs, after, err := kread.Fetch(client, spec.Input, p, next, end, fetch)
+				if err != nil {
+					errs[p] = err
+					return
+				}
+				for _, r := range recs {
+					n++
+					b += int64(len(r.Key) + len(r.Value))
+				}
+				if after == next {
+					if stuck++; stuck > 20 {
+						errs[p] = fmt.Errorf("partition %d: no progress at %d", p, next)
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				next = after
+			}
+			records.Add(n)
+			bytes.Add(b)
+		})
+	}
+	wg.Wait()
+	res.Seconds = time.Since(began).Seconds()
+	res.Records, res.Bytes = records.Load(), bytes.Load()
+	snapshot()
+	return errors.Join(errs...)
+}
+
+// logStats collects what eddy's log says about commits.
+type logStats struct {
+	commits    durationStats
+	aborts     atomic.Int64
+	taskStarts atomic.Int64
+}
+
+func (l *logStats) fill(r *childResult) {
+	l.commits.fill(r)
+	r.Aborts = int(l.aborts.Load())
+	r.TaskStarts = int(l.taskStarts.Load())
+}
+
+// logHandler takes eddy's debug lines ("committed" with its duration, "task running")
+// into logStats and passes info and above to next.
+type logHandler struct {
+	s    *logStats
+	next slog.Handler
+}
+
+func (h *logHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelInfo {
+		switch r.Message {
+		case "committed":
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "took" {
+					h.s.commits.add(a.Value.Duration())
+					return false
+				}
+				return true
+			})
+		case "task running":
+			h.s.taskStarts.Add(1)
+		}
+		return nil
+	}
+	if strings.HasPrefix(r.Message, "transaction failed") {
+		h.s.aborts.Add(1)
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &logHandler{s: h.s, next: h.next.WithAttrs(attrs)}
+}
+
+func (h *logHandler) WithGroup(name string) slog.Handler {
+	return &logHandler{s: h.s, next: h.next.WithGroup(name)}
+}

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// summary is a row's medians over its measured runs.
+type summary struct {
+	Row, Desc, Unit string
+	Runs            int
+	Rate, RateMin   float64
+	RateMax         float64
+	MBps            float64
+	CPUPerM         float64
+	MaxRSSMB        float64
+	PeakAnonMB      float64
+	PeakFileMB      float64
+	Startup         float64
+	Resume          float64
+	Restored        float64
+	P50, P99, Max   float64
+	Ceiling         string
+	Ratio           float64 // rate (latency rows: p50) over the ceiling's, medians
+	PairedRatio     float64 // the median of the same ratio taken per round (side by side)
+	AltCeiling      string
+	AltRatio        float64 // rate over the second ceiling's, medians
+	AltPaired       float64
+	Target          float64
+	RSSTarget       float64
+	Verdict         string // "met", "MISSED", or ""
+
+	// Diagnostics, medians.
+	Commits, CommitMeanMs, CommitP99Ms, CommitShare float64
+	AddPartRetriesPerCommit                         float64
+	RecordsPerProduce, ConsumerBatch                float64
+	AllocsPerUnit, AllocBytesPerUnit                float64
+	GCs                                             float64
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (e *env) summarize() []*summary {
+	byRow := map[string]*summary{}
+	var out []*summary
+	for _, r := range rowTable() {
+		if !e.o.selected(r.name) {
+			continue
+		}
+		var runs []*runResult
+		for _, res := range e.results {
+			if res.Row == r.name && !res.Warmup {
+				runs = append(runs, res)
+			}
+		}
+		s := &summary{Row: r.name, Desc: r.desc, Unit: r.unit, Runs: len(runs), Ceiling: r.ceiling, AltCeiling: r.altCeiling, Target: r.target, RSSTarget: r.rssTarget}
+		byRow[r.name] = s
+		out = append(out, s)
+		if len(runs) == 0 {
+			continue
+		}
+		m := func(f func(*runResult) float64) float64 {
+			xs := make([]float64, len(runs))
+			for i, x := range runs {
+				xs[i] = f(x)
+			}
+			return median(xs)
+		}
+		s.Rate = m(func(x *runResult) float64 { return x.Rate })
+		s.RateMin = slices.MinFunc(runs, func(a, b *runResult) int { return cmpF(a.Rate, b.Rate) }).Rate
+		s.RateMax = slices.MaxFunc(runs, func(a, b *runResult) int { return cmpF(a.Rate, b.Rate) }).Rate
+		s.MBps = m(func(x *runResult) float64 { return x.MBps })
+		s.CPUPerM = m(func(x *runResult) float64 { return x.CPUPerM })
+		s.MaxRSSMB = m(func(x *runResult) float64 { return x.MaxRSSMB })
+		s.PeakAnonMB = m(func(x *runResult) float64 { return x.PeakAnonMB })
+		s.PeakFileMB = m(func(x *runResult) float64 { return x.PeakFileMB })
+		s.Startup = m(func(x *runResult) float64 { return x.Startup })
+		s.Resume = m(func(x *runResult) float64 { return x.Resume })
+		s.Restored = m(func(x *runResult) float64 { return float64(x.Restored) })
+		s.P50 = m(func(x *runResult) float64 { return x.P50 })
+		s.P99 = m(func(x *runResult) float64 { return x.P99 })
+		s.Max = m(func(x *runResult) float64 { return x.Max })
+		s.Commits = m(func(x *runResult) float64 { return float64(commits(x)) })
+		s.CommitMeanMs = m(func(x *runResult) float64 { return x.Child.CommitMeanMs })
+		s.CommitP99Ms = m(func(x *runResult) float64 { return x.Child.CommitP99Ms })
+		s.CommitShare = m(func(x *runResult) float64 {
+			// Only throughput rows: their Seconds is the time the tasks were busy.
+			if x.Seconds == 0 || x.Child.TaskStarts == 0 || x.Resume > 0 || x.P50 > 0 {
+				return 0
+			}
+			return x.Child.CommitTotalSec / (x.Seconds * float64(x.Child.TaskStarts))
+		})
+		s.AddPartRetriesPerCommit = m(func(x *runResult) float64 {
+			if commits(x) == 0 {
+				return 0
+			}
+			return float64(x.Child.AddPartRetries) / float64(commits(x))
+		})
+		s.RecordsPerProduce = m(func(x *runResult) float64 { return x.Child.RecordsPerProduce })
+		s.ConsumerBatch = m(func(x *runResult) float64 { return x.Child.ConsumerBatch })
+		s.AllocsPerUnit = m(func(x *runResult) float64 { return perUnit(float64(x.Child.Mallocs), x.Units) })
+		s.AllocBytesPerUnit = m(func(x *runResult) float64 { return perUnit(float64(x.Child.AllocBytes), x.Units) })
+		s.GCs = m(func(x *runResult) float64 { return float64(x.Child.NumGC) })
+	}
+	for _, s := range out {
+		c := byRow[s.Ceiling]
+		switch {
+		case c == nil || s.Runs == 0 || c.Runs == 0:
+		case s.P50 > 0 && c.P50 > 0:
+			s.Ratio = s.P50 / c.P50
+			s.PairedRatio = e.pairedRatio(s.Row, s.Ceiling, func(r *runResult) float64 { return r.P50 })
+		case c.Rate > 0:
+			s.Ratio = s.Rate / c.Rate
+			s.PairedRatio = e.pairedRatio(s.Row, s.Ceiling, func(r *runResult) float64 { return r.Rate })
+		}
+		if a := byRow[s.AltCeiling]; a != nil && a.Rate > 0 && s.Runs > 0 {
+			s.AltRatio = s.Rate / a.Rate
+			s.AltPaired = e.pairedRatio(s.Row, s.AltCeiling, func(r *runResult) float64 { return r.Rate })
+		}
+		if s.Runs == 0 {
+			continue
+		}
+		if s.Target > 0 && s.Ratio > 0 {
+			s.Verdict = verdict(s.Ratio >= s.Target)
+		}
+		if s.RSSTarget > 0 {
+			if v := verdict(s.MaxRSSMB < s.RSSTarget); s.Verdict == "" || v != "met" {
+				s.Verdict = v
+			}
+		}
+	}
+	return out
+}
+
+// commits counts a run's commits: eddy's (from its log), else the pipe's EndTxn requests.
+func commits(x *runResult) int64 {
+	if x.Child.Commits > 0 {
+		return int64(x.Child.Commits)
+	}
+	return x.Child.Requests["EndTxn"]
+}
+
+// pairedRatio is the median over measured rounds of f(row) / f(ceiling) in that round.
+func (e *env) pairedRatio(row, ceiling string, f func(*runResult) float64) float64 {
+	byRound := map[int]*runResult{}
+	for _, r := range e.results {
+		if r.Row == ceiling && !r.Warmup {
+			byRound[r.Round] = r
+		}
+	}
+	var ratios []float64
+	for _, r := range e.results {
+		if c := byRound[r.Round]; r.Row == row && !r.Warmup && c != nil && f(c) > 0 {
+			ratios = append(ratios, f(r)/f(c))
+		}
+	}
+	return median(ratios)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func perUnit(x float64, units int64) float64 {
+	if units == 0 {
+		return 0
+	}
+	return x / float64(units)
+}
+
+func cmpF(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// cells formats a summary's main columns.
+func (s *summary) cells() []string {
+	dash := func(x float64, format string) string {
+		if x == 0 {
+			return "—"
+		}
+		return fmt.Sprintf(format, x)
+	}
+	rate := "—"
+	if s.Rate > 0 && s.P50 == 0 {
+		rate = fmt.Sprintf("%s %s/s", thousands(s.Rate), s.Unit)
+		if s.Runs > 1 {
+			rate += fmt.Sprintf(" (%s–%s)", thousands(s.RateMin), thousands(s.RateMax))
+		}
+	}
+	ratio := "—"
+	if s.Ratio > 0 {
+		ratio = fmt.Sprintf("%.2f × %s", s.Ratio, s.Ceiling)
+		if s.Runs > 1 && s.PairedRatio > 0 {
+			ratio += fmt.Sprintf(" (per round %.2f)", s.PairedRatio)
+		}
+	}
+	if s.AltRatio > 0 {
+		ratio += fmt.Sprintf("; %.2f × %s", s.AltRatio, s.AltCeiling)
+		if s.Runs > 1 && s.AltPaired > 0 {
+			ratio += fmt.Sprintf(" (per round %.2f)", s.AltPaired)
+		}
+	}
+	target := ""
+	switch {
+	case s.Target > 0:
+		target = fmt.Sprintf("≥ %.2f", s.Target)
+	case s.RSSTarget > 0:
+		target = fmt.Sprintf("RSS < %.0f MB", s.RSSTarget)
+	}
+	if s.Verdict != "" {
+		target += " " + s.Verdict
+	}
+	var extra []string
+	if s.P50 > 0 {
+		extra = append(extra, fmt.Sprintf("p50 %.0f ms, p99 %.0f ms, max %.0f ms", s.P50, s.P99, s.Max))
+	}
+	if s.Resume > 0 {
+		extra = append(extra, fmt.Sprintf("every task processing %.2f s after start; %s records restored", s.Resume, thousands(s.Restored)))
+	}
+	if s.CommitMeanMs > 0 {
+		extra = append(extra, fmt.Sprintf("commit %.0f ms mean, %.0f ms p99", s.CommitMeanMs, s.CommitP99Ms))
+	}
+	if s.Runs == 0 {
+		extra = append(extra, "no successful run")
+	}
+	return []string{s.Row, rate, dash(s.MBps, "%.1f"), dash(s.CPUPerM, "%.2f"), dash(s.MaxRSSMB, "%.0f"), ratio, target, strings.Join(extra, "; ")}
+}
+
+func thousands(x float64) string {
+	s := fmt.Sprintf("%.0f", x)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func tableHeader() []string {
+	return []string{"row", "rate (median, min–max)", "MB/s", "CPU s / M", "peak RSS MB", "ratio to ceiling", "target", "notes"}
+}
+
+func textTable(e *env, sums []*summary) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(tableHeader(), "\t"))
+	for _, s := range sums {
+		fmt.Fprintln(tw, strings.Join(s.cells(), "\t"))
+	}
+	_ = tw.Flush()
+	return b.String()
+}
+
+// markdown renders the results for BENCHMARKS.md.
+func markdown(e *env, sums []*summary) string {
+	var b strings.Builder
+	o := e.o
+	fmt.Fprintf(&b, "Machine: %s.\n", e.machine.summary())
+	fmt.Fprintf(&b, "Load average before / after: %s / %s. Run took %v (%s to %s).\n\n",
+		e.startLoad, e.endLoad, e.finishedAt.Sub(e.startedAt).Round(time.Second), e.startedAt.Format(time.RFC3339), e.finishedAt.Format("15:04:05"))
+	fmt.Fprintf(&b, "Command:\n\n```\n%s\n```\n\n", o.commandLine)
+	fmt.Fprintf(&b, "Input: %d records of %d-byte values and 16-byte keys over %d partitions; word count: %d words (vocabulary %d) "+
+		"in lines of at most %d bytes; changelogs of %d keys; memory rows: %d keys over %d tasks. %d warm-up and %d measured runs per row, "+
+		"rounds interleaved; medians. Client settings: %s.",
+		o.records, o.valueSize, o.partitions, o.words, o.vocab, o.valueSize, o.clKeys, o.memKeys, o.memParts, o.warmup, o.runs, o.tune)
+	if e.latencyRate > 0 {
+		fmt.Fprintf(&b, " Latency rows: %d records/s (%s) for %v.", e.latencyRate, e.latencyRateDerivedFrom, o.latDuration)
+	}
+	b.WriteString("\n\n")
+	fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(tableHeader(), " | "), strings.Repeat("---|", len(tableHeader())))
+	for _, s := range sums {
+		c := s.cells()
+		c[0] = "`" + c[0] + "`"
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
+	}
+	b.WriteString("\nWhat each row runs:\n\n")
+	for _, s := range sums {
+		fmt.Fprintf(&b, "- `%s`: %s\n", s.Row, s.Desc)
+	}
+	b.WriteString("\nDiagnostics (medians; from the child's sarama metrics, eddy's debug log and the Go runtime):\n\n")
+	b.WriteString("| row | startup s | commits | commit mean ms | commit p99 ms | share of task time committing | AddPartitionsToTxn retries / commit | records / produce request | records / partition fetch | allocs / unit | alloc bytes / unit | GCs | peak anon / file MB |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range sums {
+		if s.Runs == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| `%s` | %.2f | %.0f | %.1f | %.1f | %.0f%% | %.2f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f / %.0f |\n",
+			s.Row, s.Startup, s.Commits, s.CommitMeanMs, s.CommitP99Ms, 100*s.CommitShare, s.AddPartRetriesPerCommit,
+			s.RecordsPerProduce, s.ConsumerBatch, s.AllocsPerUnit, s.AllocBytesPerUnit, s.GCs, s.PeakAnonMB, s.PeakFileMB)
+	}
+	return b.String()
+}
+
+// machineInfo describes where the benchmark ran.
+type machineInfo struct {
+	NumCPU   int
+	CPU      string
+	MemGB    float64
+	Go       string
+	Java     string
+	Kafka    string
+	Hostname string
+	Commit   string // the repository's HEAD, and whether tracked files differ from it
+}
+
+func (m machineInfo) summary() string {
+	return fmt.Sprintf("nproc %d, %s, %.0f GB RAM, %s, %s, Kafka %s; eddy at %s", m.NumCPU, m.CPU, m.MemGB, m.Go, m.Java, m.Kafka, m.Commit)
+}
+
+func readMachine(ctx context.Context) machineInfo {
+	m := machineInfo{NumCPU: runtime.NumCPU(), Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, Kafka: "unknown"}
+	m.CPU = firstField("/proc/cpuinfo", "model name")
+	if kb := firstField("/proc/meminfo", "MemTotal"); kb != "" {
+		var n float64
+		if _, err := fmt.Sscanf(kb, "%f", &n); err == nil {
+			m.MemGB = n / 1024 / 1024
+		}
+	}
+	if out, err := exec.CommandContext(ctx, "java", "-version").CombinedOutput(); err == nil {
+		m.Java = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
+	} else {
+		m.Java = "java: not found"
+	}
+	// The broker's version: integration/kafka.sh runs the jars in .../kafka-<version>/libs.
+	if out, err := exec.CommandContext(ctx, "ps", "-eo", "args").Output(); err == nil {
+		re := regexp.MustCompile(`kafka-(\d+\.\d+\.\d+)/libs`)
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "kafka.Kafka") {
+				if sm := re.FindStringSubmatch(line); sm != nil {
+					m.Kafka = sm[1] + " (the kafka.Kafka JVM on this host)"
+					break
+				}
+			}
+		}
+	}
+	m.Hostname, _ = os.Hostname()
+	m.Commit = "unknown commit"
+	if out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Commit = "commit " + strings.TrimSpace(string(out))
+		if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+			m.Commit += " with uncommitted changes to tracked files"
+		}
+	}
+	return m
+}
+
+// firstField returns the value of the first "key : value" line of a /proc file.
+func firstField(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
