@@ -209,7 +209,13 @@ func (c Config) saramaConfig() (*sarama.Config, error) {
 	}
 	// What correctness depends on, whatever the hook did:
 	sc.Consumer.IsolationLevel = sarama.ReadCommitted
-	sc.Consumer.Offsets.AutoCommit.Enable = false
+	// Under exactly-once the offsets go into the transactions. Under at-least-once a
+	// task marks its offsets once their output is acknowledged, and sarama commits the
+	// marked offsets in the background (and at the end of each session), off the
+	// task's path: a synchronous commit waits behind the consumer's fetch long-polls on
+	// the same connection.
+	sc.Consumer.Offsets.AutoCommit.Enable = c.Guarantee == AtLeastOnce
+	sc.Consumer.Offsets.AutoCommit.Interval = c.CommitInterval
 	sc.Consumer.Return.Errors = true
 	if !sc.Version.IsAtLeast(sarama.V2_5_0_0) {
 		return nil, configErr("Sarama", "Version %s is below 2.5.0, which exactly-once needs (KIP-447)", sc.Version)

@@ -18,6 +18,7 @@ const inboxLimit = 4096
 type inbox struct {
 	mu     sync.Mutex
 	queues map[string]*queue
+	list   []*queue // the queues in creation order, for pop's scan
 	starts map[string]int64
 	// floors are the offsets below which the task knows its input is committed, from
 	// its own record (see taskRunner.readFloors); they hold even when the group
@@ -28,6 +29,7 @@ type inbox struct {
 }
 
 type queue struct {
+	topic    string
 	msgs     []*sarama.ConsumerMessage
 	head     int
 	space    chan struct{} // signalled when a record leaves
@@ -44,6 +46,7 @@ func (in *inbox) reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.queues = map[string]*queue{}
+	in.list = nil
 	in.starts = map[string]int64{}
 	in.floors = map[string]int64{}
 	in.open = true
@@ -67,8 +70,9 @@ func (in *inbox) close() {
 func (in *inbox) queue(topic string) *queue {
 	q := in.queues[topic]
 	if q == nil {
-		q = &queue{space: make(chan struct{}, 1)}
+		q = &queue{topic: topic, space: make(chan struct{}, 1)}
 		in.queues[topic] = q
+		in.list = append(in.list, q)
 	}
 	return q
 }
@@ -179,19 +183,17 @@ func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
 	defer in.mu.Unlock()
 	for {
 		var best *queue
-		var bestTopic string
-		for topic, q := range in.queues {
+		for _, q := range in.list {
 			if q.head >= len(q.msgs) {
 				continue
 			}
-			m := q.msgs[q.head]
 			if best == nil {
-				best, bestTopic = q, topic
+				best = q
 				continue
 			}
-			b := best.msgs[best.head]
-			if m.Timestamp.Before(b.Timestamp) || (m.Timestamp.Equal(b.Timestamp) && topic < bestTopic) {
-				best, bestTopic = q, topic
+			m, b := q.msgs[q.head], best.msgs[best.head]
+			if m.Timestamp.Before(b.Timestamp) || (m.Timestamp.Equal(b.Timestamp) && q.topic < best.topic) {
+				best = q
 			}
 		}
 		if best == nil {
@@ -210,7 +212,7 @@ func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
 		case best.space <- struct{}{}:
 		default:
 		}
-		if m.Offset < in.startLocked(bestTopic) {
+		if m.Offset < in.startLocked(best.topic) {
 			continue
 		}
 		best.position = m.Offset + 1

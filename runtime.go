@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -39,9 +40,11 @@ type runtime struct {
 	admin    sarama.ClusterAdmin
 	restoreC sarama.Client // changelog fetches, apart from the group's long polls
 	restorer *changelog.Restorer
-	assignor *assignor
-	lockFile *os.File
-	appDir   string
+	// restoreSlots bounds the stores restoring at once.
+	restoreSlots chan struct{}
+	assignor     *assignor
+	lockFile     *os.File
+	appDir       string
 
 	topics     []string                      // the group's subscription: every source topic
 	topicToSub map[string]*graph.Subtopology // resolved source topic → sub-topology
@@ -121,6 +124,7 @@ func newRuntime(a *App) (*runtime, error) {
 		return nil, fmt.Errorf("eddy: connect to brokers %v: %w", cfg.Brokers, err)
 	}
 	rt.restorer = &changelog.Restorer{Client: rt.restoreC, Logger: rt.logger}
+	rt.restoreSlots = make(chan struct{}, max(2, goruntime.GOMAXPROCS(0)))
 	return rt, nil
 }
 

@@ -71,6 +71,7 @@ type taskRunner struct {
 	consumed     map[string]int64  // per source topic: the offset after the last processed record
 	kept         []graph.RawRecord // input of the open transaction, for replay after an abort
 	offsetsTopic string            // where the task records its committed offsets
+	partCounts   map[string]int32  // partition counts of output topics
 	pending      int               // records processed since the last commit
 	lastCommit   time.Time
 	// failingSince is when the current run of failed transactions began (zero: none).
@@ -476,7 +477,6 @@ func (t *taskRunner) commit(ctx context.Context) error {
 				t.sess.MarkOffset(topic, p, off, "")
 			}
 		}
-		t.sess.Commit()
 	}
 	checkpoints := map[string]int64{}
 	for store, topic := range t.changelogs {
@@ -494,6 +494,7 @@ func (t *taskRunner) commit(ctx context.Context) error {
 		t.inbox.committed(topic, off)
 	}
 	t.metrics.Flushed(dirty, time.Since(flushBegan))
+	clear(t.kept) // the kept records point into fetch responses: let those go
 	t.kept, t.pending = t.kept[:0], 0
 	t.lastCommit = time.Now()
 	t.metrics.Committed(time.Since(began))
@@ -623,17 +624,34 @@ func (t *taskRunner) restore(ctx context.Context) error {
 		if !buf.Logged() {
 			continue
 		}
-		r := *t.rt.restorer
-		r.Logger = t.logger
-		r.OnProgress = func(p changelog.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
-		res, err := r.Restore(ctx, buf.Backend(), name, t.changelogs[name], t.id.Partition)
-		t.metrics.Restored(name, res.Records)
+		// Restores are CPU-bound (decoding, sorting, B+tree writes) and each holds a
+		// fetch and a write batch in memory: a few at a time restore as fast as all at
+		// once, in bounded memory.
+		select {
+		case t.rt.restoreSlots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err := t.restoreStore(ctx, buf, name)
+		<-t.rt.restoreSlots
 		if err != nil {
-			return fmt.Errorf("task %s: %w", t.id, err)
+			return err
 		}
-		if t.rt.cfg.OnRestore != nil {
-			t.rt.cfg.OnRestore(t.id, res)
-		}
+	}
+	return nil
+}
+
+func (t *taskRunner) restoreStore(ctx context.Context, buf *statestore.Buffer, name string) error {
+	r := *t.rt.restorer
+	r.Logger = t.logger
+	r.OnProgress = func(p changelog.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
+	res, err := r.Restore(ctx, buf.Backend(), name, t.changelogs[name], t.id.Partition)
+	t.metrics.Restored(name, res.Records)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", t.id, err)
+	}
+	if t.rt.cfg.OnRestore != nil {
+		t.rt.cfg.OnRestore(t.id, res)
 	}
 	return nil
 }
@@ -688,7 +706,21 @@ func (t *taskRunner) Send(topic string, partition int32, key, value []byte, head
 }
 
 // Partitions implements task.Collector.
-func (t *taskRunner) Partitions(topic string) (int32, error) { return t.rt.partitionCount(topic) }
+// The counts are cached per task: the engine asks for every record it partitions.
+func (t *taskRunner) Partitions(topic string) (int32, error) {
+	if n, ok := t.partCounts[topic]; ok {
+		return n, nil
+	}
+	n, err := t.rt.partitionCount(topic)
+	if err != nil {
+		return 0, err
+	}
+	if t.partCounts == nil {
+		t.partCounts = map[string]int32{}
+	}
+	t.partCounts[topic] = n
+	return n, nil
+}
 
 // changelogWriter sends a commit's changelog records into the task's transaction.
 type changelogWriter struct {

@@ -186,7 +186,13 @@ func parseBlock(block *sarama.FetchResponseBlock, next, end int64) ([]Record, in
 		return 0
 	})
 	abortedPIDs := map[int64]bool{}
-	var out []Record
+	n := 0
+	for _, recs := range block.RecordsSet {
+		if recs.RecordBatch != nil {
+			n += len(recs.RecordBatch.Records)
+		}
+	}
+	out := make([]Record, 0, n)
 	for _, recs := range block.RecordsSet {
 		b := recs.RecordBatch
 		if b == nil || b.PartialTrailingRecord {
