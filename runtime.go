@@ -42,9 +42,11 @@ type runtime struct {
 	restorer *changelog.Restorer
 	// restoreSlots bounds the stores restoring at once.
 	restoreSlots chan struct{}
-	assignor     *assignor
-	lockFile     *os.File
-	appDir       string
+	// flushSlots bounds the tasks writing their stores at once (see taskRunner.commit).
+	flushSlots chan struct{}
+	assignor   *assignor
+	lockFile   *os.File
+	appDir     string
 
 	topics     []string                      // the group's subscription: every source topic
 	topicToSub map[string]*graph.Subtopology // resolved source topic → sub-topology
@@ -125,6 +127,7 @@ func newRuntime(a *App) (*runtime, error) {
 	}
 	rt.restorer = &changelog.Restorer{Client: rt.restoreC, Logger: rt.logger}
 	rt.restoreSlots = make(chan struct{}, max(2, goruntime.GOMAXPROCS(0)))
+	rt.flushSlots = make(chan struct{}, max(2, goruntime.GOMAXPROCS(0)))
 	return rt, nil
 }
 
@@ -531,6 +534,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	h.rt.mu.Lock()
 	rejoin := h.rt.rejoin
 	h.rt.mu.Unlock()
+	var d detacher
 	for {
 		select {
 		case msg, ok := <-msgs:
@@ -538,6 +542,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				return nil
 			}
 			if t != nil {
+				d.detach(msg)
 				t.inbox.push(sess.Context(), msg)
 			}
 		case <-done:

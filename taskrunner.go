@@ -185,10 +185,18 @@ func (t *taskRunner) open() error {
 // __consumer_offsets; docs/kafka-notes.md) would otherwise make the task process
 // committed input again. Every record of the last transaction is at the end of the
 // partition, so reading its last few offsets is enough.
+//
+// Only under exactly-once: there the record commits atomically with the output it
+// vouches for. An at-least-once producer acknowledges each partition on its own, so a
+// record could be written while an output record failed; used as a floor after a crash
+// it would skip input whose output was lost. At-least-once may repeat input anyway.
 
 // writeOffsets sends the offsets record of every source topic: the consumed position
 // where the task processed input, else the committed one.
 func (t *taskRunner) writeOffsets(ctx context.Context) error {
+	if !t.exactlyOnce() {
+		return nil
+	}
 	for _, topic := range t.topics {
 		off, ok := t.consumed[topic]
 		if !ok {
@@ -207,6 +215,9 @@ func (t *taskRunner) writeOffsets(ctx context.Context) error {
 // inbox drop input below it. A floor above the group's committed offset means the
 // coordinator answered a stale offset; it is logged.
 func (t *taskRunner) readFloors(ctx context.Context) error {
+	if !t.exactlyOnce() {
+		return nil
+	}
 	last, err := changelog.ReadLast(ctx, t.rt.restoreC, t.offsetsTopic, t.id.Partition, 4*len(t.topics)+16)
 	if err != nil {
 		return fmt.Errorf("task %s: read its offsets record: %w", t.id, err)
@@ -408,6 +419,10 @@ func (t *taskRunner) processWithRecovery(ctx context.Context, rec graph.RawRecor
 	return nil
 }
 
+// keptReuse is the capacity up to which a task reuses its kept-records array after a
+// commit.
+const keptReuse = 4096
+
 func (t *taskRunner) process(ctx context.Context, rec graph.RawRecord) error {
 	if t.exactlyOnce() {
 		t.kept = append(t.kept, rec)
@@ -485,7 +500,19 @@ func (t *taskRunner) commit(ctx context.Context) error {
 		}
 	}
 	flushBegan, dirty := time.Now(), t.set.Dirty()
-	if err := t.set.Flush(checkpoints); err != nil {
+	// A bbolt write holds a page buffer per page it rewrites (random keys rewrite most
+	// of a store) and is CPU-bound: many tasks flushing at once are no faster than a few,
+	// and hold all their buffers together (32 tasks: +100 MB). The wait ignores ctx: the
+	// transaction is committed, and giving up here would stop the application; every
+	// flush holding a slot ends on its own.
+	if dirty > 0 {
+		t.rt.flushSlots <- struct{}{}
+	}
+	err := t.set.Flush(checkpoints)
+	if dirty > 0 {
+		<-t.rt.flushSlots
+	}
+	if err != nil {
 		// The transaction is committed; the store file lags behind its changelog, which
 		// a restore repairs. Stop rather than run on a store we cannot write.
 		return fmt.Errorf("task %s: write stores after commit: %w", t.id, err)
@@ -494,8 +521,13 @@ func (t *taskRunner) commit(ctx context.Context) error {
 		t.inbox.committed(topic, off)
 	}
 	t.metrics.Flushed(dirty, time.Since(flushBegan))
-	clear(t.kept) // the kept records point into fetch responses: let those go
-	t.kept, t.pending = t.kept[:0], 0
+	if cap(t.kept) > keptReuse {
+		t.kept = nil // a burst's large array would otherwise stay with every task
+	} else {
+		clear(t.kept) // let the kept records' bytes go
+		t.kept = t.kept[:0]
+	}
+	t.pending = 0
 	t.lastCommit = time.Now()
 	t.metrics.Committed(time.Since(began))
 	t.logger.Debug("committed", "offsets", offsets, "took", time.Since(began))

@@ -243,8 +243,17 @@ EOF
 }
 
 new_cluster_id() {
-	# A Kafka cluster ID is a UUID in URL-safe base64 without padding.
-	head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22
+	# A Kafka cluster ID is a UUID in URL-safe base64 without padding. One that starts
+	# with '-' would be read as an option by kafka-storage (1 in 64 of them); Kafka's own
+	# Uuid.randomUuid() skips those too.
+	local id
+	while :; do
+		id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+		if [[ $id != -* ]]; then
+			printf '%s\n' "$id"
+			return
+		fi
+	done
 }
 
 format_storage() {
