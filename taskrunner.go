@@ -419,8 +419,8 @@ func (t *taskRunner) processWithRecovery(ctx context.Context, rec graph.RawRecor
 	return nil
 }
 
-// keptReuse is the capacity up to which a task reuses its kept-records array after a
-// commit.
+// keptReuse is the capacity up to which a task always reuses its kept-records array
+// after a commit; a larger one is reused while commits fill at least a quarter of it.
 const keptReuse = 4096
 
 func (t *taskRunner) process(ctx context.Context, rec graph.RawRecord) error {
@@ -521,7 +521,7 @@ func (t *taskRunner) commit(ctx context.Context) error {
 		t.inbox.committed(topic, off)
 	}
 	t.metrics.Flushed(dirty, time.Since(flushBegan))
-	if cap(t.kept) > keptReuse {
+	if cap(t.kept) > keptReuse && len(t.kept) < cap(t.kept)/4 {
 		t.kept = nil // a burst's large array would otherwise stay with every task
 	} else {
 		clear(t.kept) // let the kept records' bytes go
