@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,7 +45,8 @@ type Cluster struct {
 	name   string
 	addrs  []string
 	broker *Broker
-	scope  string // the test name for Unique, "" outside a test
+	scope  string        // the test name for Unique, "" outside a test
+	calls  atomic.Uint32 // Unique's calls: its names never repeat within a Cluster
 }
 
 // ForEachCluster runs fn as the subtest "embedded" against a fresh embedded
@@ -120,8 +122,10 @@ func (c *Cluster) Addrs() []string { return append([]string(nil), c.addrs...) }
 func (c *Cluster) Broker() *Broker { return c.broker }
 
 // Unique returns a topic or group name unique to this test and call:
-// "<prefix>-<hash of the test name>-<random>", for example
-// "wordcount-3f2a9c1e-7b41d2" (outside a test, the hash is of ""). Characters
+// "<prefix>-<hash of the test name>-<random>-<call number>", for example
+// "wordcount-3f2a9c1e-7b41d2-1" (outside a test, the hash is of ""). The call
+// number keeps the names of one Cluster apart; the random part, those of
+// earlier runs on a real cluster. Characters
 // Kafka does not allow in topic names become '-'. Use it for every topic,
 // group, application ID and transactional ID: a real cluster keeps them
 // across tests and test runs.
@@ -138,7 +142,7 @@ func (c *Cluster) Unique(prefix string) string {
 	if len(clean) > 180 {
 		clean = clean[:180]
 	}
-	return fmt.Sprintf("%s-%08x-%06x", clean, h.Sum32(), rand.Uint32()&0xffffff)
+	return fmt.Sprintf("%s-%08x-%06x-%d", clean, h.Sum32(), rand.Uint32()&0xffffff, c.calls.Add(1))
 }
 
 // CreateTopic creates a topic with the given partitions and topic configs
