@@ -79,6 +79,12 @@ type Config struct {
 	// TransactionTimeout bounds how long the transaction of a crashed instance can
 	// block read_committed readers; default 10 s (as Kafka Streams).
 	TransactionTimeout time.Duration
+	// RepartitionPurgeInterval is how often a task deletes the records of the
+	// repartition topics it reads below its committed offsets (DeleteRecords), as Kafka
+	// Streams does; default 30 s. Repartition topics keep records without time limit
+	// (retention.ms -1): records re-keyed from old input carry old timestamps, and
+	// time-based retention could delete them before they are read.
+	RepartitionPurgeInterval time.Duration
 	// ReplicationFactor of the internal topics eddy creates; default -1 (the broker's
 	// default.replication.factor).
 	ReplicationFactor int16
@@ -162,6 +168,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TransactionTimeout < time.Second {
 		return c, configErr("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
+	}
+	if c.RepartitionPurgeInterval < 0 {
+		return c, configErr("RepartitionPurgeInterval", "%v is negative", c.RepartitionPurgeInterval)
+	}
+	if c.RepartitionPurgeInterval == 0 {
+		c.RepartitionPurgeInterval = 30 * time.Second
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1

@@ -74,6 +74,10 @@ type taskRunner struct {
 	partCounts   map[string]int32  // partition counts of output topics
 	pending      int               // records processed since the last commit
 	lastCommit   time.Time
+	// purge: the repartition topics the task reads, and when it last deleted their
+	// committed records.
+	purgeTopics []string
+	lastPurge   time.Time
 	// failingSince is when the current run of failed transactions began (zero: none).
 	failingSince time.Time
 }
@@ -81,8 +85,12 @@ type taskRunner struct {
 func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
 	sub := rt.g.Subtopologies[id.Subtopology]
 	life, end := context.WithCancel(context.Background())
+	var purge []string
+	for _, r := range sub.RepartitionSources {
+		purge = append(purge, names.RepartitionTopic(rt.cfg.ApplicationID, r))
+	}
 	return &taskRunner{
-		rt: rt, id: id, sub: sub, topics: rt.sortedTopicsOf(sub),
+		rt: rt, id: id, sub: sub, topics: rt.sortedTopicsOf(sub), purgeTopics: purge,
 		logger: rt.logger.With("task", id.String()),
 		inbox:  newInbox(),
 		life:   life, endLife: end,
@@ -530,6 +538,7 @@ func (t *taskRunner) commit(ctx context.Context) error {
 	t.pending = 0
 	t.lastCommit = time.Now()
 	t.metrics.Committed(time.Since(began))
+	t.purge()
 	t.logger.Debug("committed", "offsets", offsets, "took", time.Since(began))
 	return nil
 }
@@ -775,4 +784,26 @@ func toRaw(m *sarama.ConsumerMessage) graph.RawRecord {
 		}
 	}
 	return graph.RawRecord{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Headers: hs, Timestamp: m.Timestamp}
+}
+
+// purge deletes the records of the repartition topics the task reads below its
+// committed offsets, every RepartitionPurgeInterval. They are committed input: no owner
+// of the task will read them again. Best effort: a failure is logged and the next
+// interval tries again.
+func (t *taskRunner) purge() {
+	if len(t.purgeTopics) == 0 || time.Since(t.lastPurge) < t.rt.cfg.RepartitionPurgeInterval {
+		return
+	}
+	t.lastPurge = time.Now()
+	for _, topic := range t.purgeTopics {
+		off := t.inbox.startOf(topic) // the committed offset
+		if off <= 0 {
+			continue
+		}
+		if err := t.rt.admin.DeleteRecords(topic, map[int32]int64{t.id.Partition: off}); err != nil {
+			t.logger.Warn("could not delete committed records of a repartition topic; retrying later", "topic", topic, "partition", t.id.Partition, "below", off, "error", err)
+			continue
+		}
+		t.logger.Debug("deleted committed repartition records", "topic", topic, "partition", t.id.Partition, "below", off)
+	}
 }

@@ -51,13 +51,18 @@ func ChangelogSpec(appID, store string, tasks int32) TopicSpec {
 }
 
 // RepartitionSpec is the spec of a repartition topic. Its records are read once by the
-// downstream sub-topology; time-based retention keeps it bounded.
+// downstream sub-topology, which deletes them once its offsets are committed (the
+// runtime's purge, as Kafka Streams'); nothing is deleted by time: a record keeps the
+// timestamp of the input it came from, and time-based retention would delete re-keyed
+// old input (reprocessing a week-old topic) before it is read.
 func RepartitionSpec(appID, name string, partitions int32) TopicSpec {
 	return TopicSpec{
 		Name:       RepartitionTopicName(appID, name),
 		Partitions: partitions,
 		Configs: map[string]string{
-			"cleanup.policy": "delete",
+			"cleanup.policy":  "delete",
+			"retention.ms":    "-1",
+			"retention.bytes": "-1",
 		},
 	}
 }

@@ -46,7 +46,9 @@ func newResetEnv(t *testing.T, c *kafkatest.Cluster) *resetEnv {
 	}
 	ctx := testCtx(t)
 	for _, topic := range []string{e.input, e.output} {
-		if err := c.CreateTopic(ctx, topic, 2, nil); err != nil {
+		// The records' timestamps are in January 2026: without retention.ms -1, a real
+		// broker's retention check (every 5 minutes) may delete them mid-test.
+		if err := c.CreateTopic(ctx, topic, 2, map[string]string{"retention.ms": "-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
