@@ -219,6 +219,15 @@ func (c Config) saramaConfig() (*sarama.Config, error) {
 	if c.Sarama != nil {
 		c.Sarama(sc)
 	}
+	// A broker holds a JoinGroup until every member has rejoined, up to the rebalance
+	// timeout, but sarama waits Net.ReadTimeout for any response: with a shorter read
+	// timeout a member gives up and joins again while a dead member is still awaited,
+	// and the group can stall (seen on the embedded broker after a SIGKILL). The Java
+	// client gives JoinGroup the rebalance timeout plus 5 s; sarama has one read
+	// timeout, so it gets at least that.
+	if least := sc.Consumer.Group.Rebalance.Timeout + 5*time.Second; sc.Net.ReadTimeout < least {
+		sc.Net.ReadTimeout = least
+	}
 	// What correctness depends on, whatever the hook did:
 	sc.Consumer.IsolationLevel = sarama.ReadCommitted
 	// Under exactly-once the offsets go into the transactions. Under at-least-once a

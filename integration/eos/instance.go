@@ -85,7 +85,10 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 		StateDir:           cfg.StateDir,
 		CommitInterval:     cfg.CommitInterval,
 		TransactionTimeout: cfg.TransactionTimeout,
-		Logger:             logger,
+		// Purge the repartition topic often, so that faults land around purges: a purge
+		// that deleted unprocessed records would show as lost bucket counts.
+		RepartitionPurgeInterval: time.Second,
+		Logger:                   logger,
 		OnRestore: func(task processor.TaskID, r changelog.Result) {
 			logger.Info(RestoreLogMsg, "task", task.String(), "store", r.Store, "from", r.From, "to", r.To,
 				"records", r.Records, "wiped", r.Wiped, "took", r.Duration)
