@@ -507,6 +507,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, CommitInterval: -time.Second}, "CommitInterval"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, OnBadRecord: eddy.DeadLetterBadRecord}, "DeadLetterTopic"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, TransactionTimeout: time.Millisecond}, "TransactionTimeout"},
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, RepartitionPurgeInterval: -time.Second}, "RepartitionPurgeInterval"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, Sarama: func(c *sarama.Config) { c.Version = sarama.V2_0_0_0 }}, "Sarama"},
 	}
 	for _, tc := range cases {

@@ -126,8 +126,10 @@ func newRuntime(a *App) (*runtime, error) {
 		return nil, fmt.Errorf("eddy: connect to brokers %v: %w", cfg.Brokers, err)
 	}
 	rt.restorer = &changelog.Restorer{Client: rt.restoreC, Logger: rt.logger}
-	rt.restoreSlots = make(chan struct{}, max(2, goruntime.GOMAXPROCS(0)))
-	rt.flushSlots = make(chan struct{}, max(2, goruntime.GOMAXPROCS(0)))
+	// Restores and store writes are CPU-bound: more at once than cores is no faster.
+	slots := max(2, goruntime.GOMAXPROCS(0))
+	rt.restoreSlots = make(chan struct{}, slots)
+	rt.flushSlots = make(chan struct{}, slots)
 	return rt, nil
 }
 
