@@ -30,7 +30,8 @@ func launcher() eos.Launcher {
 	return eos.Launcher{Exe: os.Args[0], Args: []string{"-test.run=^$"}}
 }
 
-// workDir is a directory for one run, kept when the test fails (its path is logged).
+// workDir is a directory for one run, kept when the test fails or EOS_KEEP is set
+// (its path is logged).
 func workDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "eos-test-")
@@ -38,7 +39,7 @@ func workDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("EOS_KEEP") != "" {
 			t.Logf("work dir kept: %s", dir)
 			return
 		}
