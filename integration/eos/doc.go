@@ -11,11 +11,12 @@
 //  3. writes Records input records with unique values over Keys keys with an
 //     idempotent producer (Produce), recording every acknowledged (partition, offset,
 //     key, value);
-//  4. meanwhile injects a seeded, logged fault schedule (PlanFaults): SIGTERM one
-//     instance, SIGKILL one (its state dir kept), SIGSTOP one past its session timeout
-//     and SIGCONT it (a zombie), restart the stopped ones, and, when it controls the
-//     broker, kill -9 the broker and restart it; optionally (Stall) SIGSTOP one past
-//     its transaction timeout but within its session timeout;
+//  4. once the application has committed on every input partition, injects a seeded,
+//     logged fault schedule (PlanFaults): SIGTERM one instance, SIGKILL one (its state
+//     dir kept), SIGSTOP one past its session timeout and SIGCONT it (a zombie),
+//     restart the stopped ones, and, when it controls the broker, kill -9 the broker
+//     and restart it; optionally (Stall) SIGSTOP one past its transaction timeout but
+//     within its session timeout;
 //  5. waits until the group's committed offsets reach the end of the input and of the
 //     repartition topic, stops the instances with SIGTERM, and
 //  6. verifies (Gather, then Check), reading everything with read_committed: every
