@@ -148,7 +148,44 @@ func endOffsets(ctx context.Context, addrs []string, topic string, isolation sar
 
 // listOffsets asks, for every partition of topic, for the offset at query
 // (sarama.OffsetNewest or sarama.OffsetOldest) under isolation.
+//
+// Right after a topic is created, a real broker can answer NOT_LEADER_OR_FOLLOWER
+// (or LEADER_NOT_AVAILABLE) for a moment: its own metadata has not caught up (seen
+// in CI 0.6 s after a test created its topic). Such answers are retried with
+// fresh metadata for a few seconds, as a Kafka client does.
 func listOffsets(client sarama.Client, topic string, query int64, isolation sarama.IsolationLevel) (map[int32]int64, error) {
+	var lastErr error
+	for attempt := range listOffsetsAttempts {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		out, err := listOffsetsOnce(client, topic, query, isolation)
+		if err == nil || !transient(err) {
+			return out, err
+		}
+		lastErr = err
+	}
+	return nil, fmt.Errorf("%w (still after %d attempts)", lastErr, listOffsetsAttempts)
+}
+
+// listOffsetsAttempts bounds listOffsets' retries: 10 attempts wait 4.5 s in all.
+const listOffsetsAttempts = 10
+
+// transient reports whether err is a broker answer that a retry with fresh
+// metadata can cure.
+func transient(err error) bool {
+	for _, e := range []error{
+		sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrOffsetNotAvailable,
+		sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch, sarama.ErrRequestTimedOut,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func listOffsetsOnce(client sarama.Client, topic string, query int64, isolation sarama.IsolationLevel) (map[int32]int64, error) {
 	ps, err := partitionsOf(client, topic)
 	if err != nil {
 		return nil, err
