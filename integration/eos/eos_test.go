@@ -66,6 +66,9 @@ func run(t *testing.T, ctx context.Context, cfg eos.Config) *eos.Result {
 	for _, a := range res.Anomalies {
 		t.Logf("anomaly: %s", a)
 	}
+	if n := res.DeadMembersRemoved; n > 0 {
+		t.Logf("the broker kept %d group members of dead processes; the harness removed them", n)
+	}
 	if !cfg.AtLeastOnce { // at-least-once has problems by design; its test checks the counts
 		for _, p := range res.Report.Problems {
 			t.Logf("problem: %s", p)
@@ -118,6 +121,9 @@ func TestShortMode(t *testing.T) {
 				if res.Records != 20000 {
 					t.Errorf("records %d, want 20000", res.Records)
 				}
+				if res.DeadMembersRemoved > 0 && c.Name() != "embedded" {
+					t.Errorf("%s kept %d group members of dead processes past their session timeout", c.Name(), res.DeadMembersRemoved)
+				}
 				tails += res.Report.TailRestores
 			})
 		}
@@ -148,6 +154,9 @@ func TestShortModeBrokerRestart(t *testing.T) {
 	}
 	if res.BrokerRestarts != 1 || res.Kills+res.Stops+res.Pauses < 5 {
 		t.Errorf("faults: %s; want 1 broker restart and 5 instance faults", res.Summary())
+	}
+	if res.DeadMembersRemoved > 0 {
+		t.Errorf("Kafka kept %d group members of dead processes past their session timeout", res.DeadMembersRemoved)
 	}
 }
 

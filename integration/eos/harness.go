@@ -82,8 +82,11 @@ type Result struct {
 	// instance that exited on its own, one that did not stop on SIGTERM, an
 	// application that did not catch up.
 	Anomalies []string
-	Duration  time.Duration
-	WorkDir   string
+	// DeadMembersRemoved counts the group members of dead processes that the broker
+	// kept and the harness removed (removeDeadMembers); 0 on real Kafka.
+	DeadMembersRemoved int
+	Duration           time.Duration
+	WorkDir            string
 	// Observed is what the verifier read back.
 	Observed *Observed
 }
@@ -166,6 +169,9 @@ type harness struct {
 	began     time.Time
 	// brokerDown is set while the harness has the broker killed.
 	brokerDown bool
+	// membersClient and membersChecked serve removeDeadMembers.
+	membersClient  sarama.Client
+	membersChecked time.Time
 }
 
 // Run runs the test application in Instances processes, writes the input, injects the
@@ -371,6 +377,7 @@ func (h *harness) checkRaces() {
 func (h *harness) sleepUntil(ctx context.Context, at time.Duration) error {
 	for {
 		h.reviveCrashed()
+		h.removeDeadMembers()
 		left := at - time.Since(h.began)
 		if left <= 0 {
 			return nil
@@ -482,10 +489,38 @@ func (h *harness) inject(ctx context.Context, f Fault) error {
 			return err
 		}
 		h.logger.Info("eos: restarting", "instance", in.cfg.Name, "at", h.elapsed())
-		return in.start(afterKill)
+		if err := in.start(afterKill); err != nil {
+			return err
+		}
+		if f.Kind == Kill {
+			return h.waitRestoring(ctx, in.proc)
+		}
+		return nil
 	}
 	return fmt.Errorf("eos: unknown fault %v", f.Kind)
 }
+
+// waitRestoring waits, up to restartTimeout, until a process restarted after a SIGKILL
+// has restored a store (its tasks are back), so that the next fault does not stop it
+// before there is a restore to check: after a kill the group waits for the dead
+// member's session to expire before the restarted one gets tasks, which can take
+// longer than the gap to the next fault.
+func (h *harness) waitRestoring(ctx context.Context, p *process) error {
+	deadline := time.Now().Add(restartTimeout)
+	for len(p.restoreEvents()) == 0 && !p.exited() {
+		if time.Now().After(deadline) {
+			h.logger.Info("eos: restarted instance restored nothing yet; going on", "process", p.name, "after", restartTimeout)
+			return nil
+		}
+		if err := h.sleepUntil(ctx, time.Since(h.began)+200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restartTimeout bounds waitRestoring.
+const restartTimeout = 30 * time.Second
 
 // waitProcessing waits until the application has committed on every input partition
 // (the tasks reading them have flushed their stores and checkpoints), and returns when
@@ -495,6 +530,7 @@ func (h *harness) waitProcessing(ctx context.Context) (time.Duration, error) {
 	deadline := time.Now().Add(warmUpTimeout)
 	for {
 		h.reviveCrashed()
+		h.removeDeadMembers()
 		committed, err := h.cluster.CommittedOffsets(ctx, h.names.App, h.names.Input)
 		ready := err == nil && len(committed) >= int(h.cfg.Partitions)
 		for _, off := range committed {
@@ -536,6 +572,7 @@ func (h *harness) waitCaughtUp(ctx context.Context) error {
 	lastLog := time.Time{}
 	for {
 		h.reviveCrashed()
+		h.removeDeadMembers()
 		done, status, err := h.progress(ctx, client, rep, lastData, readTo)
 		if err != nil {
 			h.logger.Warn("eos: progress", "error", err)
@@ -646,6 +683,9 @@ func (h *harness) stopAll() {
 // cleanup kills what is still running and brings the broker back if the harness left
 // it down.
 func (h *harness) cleanup() {
+	if h.membersClient != nil {
+		_ = h.membersClient.Close()
+	}
 	for _, in := range h.instances {
 		if p := in.proc; p != nil && !p.exited() {
 			p.expected = true
@@ -681,6 +721,9 @@ func (h *harness) writeReport() error {
 	var b strings.Builder
 	fmt.Fprintln(&b, h.res.Summary())
 	fmt.Fprintf(&b, "tail restores checked: %d\n", h.res.Report.TailRestores)
+	if n := h.res.DeadMembersRemoved; n > 0 {
+		fmt.Fprintf(&b, "group members of dead processes the broker kept, removed by the harness: %d\n", n)
+	}
 	for _, a := range h.res.Anomalies {
 		fmt.Fprintf(&b, "anomaly: %s\n", a)
 	}

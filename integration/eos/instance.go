@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -97,8 +98,10 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 	if cfg.AtLeastOnce {
 		ec.Guarantee = eddy.AtLeastOnce
 	}
-	if s := cfg.SessionTimeout; s > 0 {
-		ec.Sarama = func(c *sarama.Config) {
+	ec.Sarama = func(c *sarama.Config) {
+		// The harness tells a dead process's group member by its client ID.
+		c.ClientID = ClientID(cfg.Name)
+		if s := cfg.SessionTimeout; s > 0 {
 			c.Consumer.Group.Session.Timeout = s
 			c.Consumer.Group.Heartbeat.Interval = s / 5
 		}
@@ -114,6 +117,10 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 	logger.Info("eos instance stopped")
 	return nil
 }
+
+// ClientID is the Kafka client ID of the instance process named name ("i1#4" →
+// "eos-i1-4"): the group members of a process carry it.
+func ClientID(name string) string { return "eos-" + strings.ReplaceAll(name, "#", "-") }
 
 // RestoreEvent is one restore an instance reported.
 type RestoreEvent struct {

@@ -42,7 +42,8 @@ type process struct {
 	cmd     *exec.Cmd
 	logPath string
 	done    chan struct{}
-	err     error // Wait's result, set before done is closed
+	err     error     // Wait's result, set before done is closed
+	endedAt time.Time // when Wait returned, set before done is closed
 	// expected is set when the harness stops the process, so an exit is not reported as
 	// a crash.
 	expected bool
@@ -208,6 +209,7 @@ func (in *instance) start(afterKill map[string]int64) error {
 	// processes it started (stopAll, or kill on the way out).
 	go func() {
 		p.err = cmd.Wait()
+		p.endedAt = time.Now()
 		p.mu.Lock()
 		_ = p.file.Close()
 		p.mu.Unlock()
