@@ -16,7 +16,9 @@
 //     dir kept), SIGSTOP one past its session timeout and SIGCONT it (a zombie),
 //     restart the stopped ones, and, when it controls the broker, kill -9 the broker
 //     and restart it; optionally (Stall) SIGSTOP one past its transaction timeout but
-//     within its session timeout;
+//     within its session timeout; a kill ends when the restarted instance has restored
+//     a store; throughout, group members of processes that ended long ago and that the
+//     broker kept (an embedded-broker bug) are removed and counted;
 //  5. waits until the group's committed offsets reach the end of the input and of the
 //     repartition topic, stops the instances with SIGTERM, and
 //  6. verifies (Gather, then Check), reading everything with read_committed: every
