@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -133,20 +134,12 @@ func TestRemoveDeadMembers(t *testing.T) {
 		t.Fatalf("removed %d members, want 1", h.res.DeadMembersRemoved)
 	}
 	left := waitMembers("the dead member is gone", func(m map[string]string) bool { return m[deadID] == "" })
-	if !slices.Contains(mapValues(left), "live") {
+	if !slices.Contains(slices.Collect(maps.Values(left)), "live") {
 		t.Errorf("the live member went too: %v", left)
 	}
 	if d := time.Since(joinedAt); d >= 6*time.Second {
 		t.Errorf("the check took %v: the broker may have expired the member itself", d)
 	}
-}
-
-func mapValues(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // idleHandler consumes nothing: the test only needs a live group member.
