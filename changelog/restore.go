@@ -49,6 +49,9 @@ type Restorer struct {
 	OnProgress func(Progress)
 	// ProgressEvery is the interval between progress log lines; default 5 s.
 	ProgressEvery time.Duration
+	// MarkersWait bounds the wait for the commit markers of the store's own last
+	// transaction when its checkpoint is above the last stable offset; default 15 s.
+	MarkersWait time.Duration
 	// FetchMaxBytes bounds one fetch; default 2 MiB. Larger fetches read no faster
 	// (BENCHMARKS.md) but every restoring task holds one in memory, and its records
 	// until they are written.
@@ -58,6 +61,58 @@ type Restorer struct {
 // ErrRestore is wrapped by restore failures that are not the context's.
 var ErrRestore = errors.New("changelog restore failed")
 
+// ErrMarkersPending is wrapped by a restore that found the store's checkpoint above the
+// changelog's last stable offset but not above its high-water mark, and the last stable
+// offset did not reach the checkpoint within Restorer.MarkersWait. The checkpoint was
+// written after the store's last transaction committed, so the commit markers of that
+// transaction (or of a transaction of another producer that began before it) are not
+// written yet. The store is left as it is; retrying later is safe.
+var ErrMarkersPending = errors.New("commit markers pending on the changelog")
+
+// defaultMarkersWait bounds the wait for pending commit markers: markers are written
+// within milliseconds of EndTxn; a transaction of another producer holding the last
+// stable offset back ends within its transaction timeout (eddy's default is 10 s).
+const defaultMarkersWait = 15 * time.Second
+
+// awaitMarkers handles a checkpoint cp above the last stable offset end. A checkpoint
+// above the high-water mark cannot come from this changelog: it was recreated, and the
+// caller wipes the store (end is returned as it is). Otherwise the store's last commit
+// is in the log but its markers are pending (on real Kafka, EndTxn answers before the
+// markers are written): wait, with backoff, until the last stable offset reaches cp.
+// Treating it as "recreated" would wipe the store and restore only up to the stale end
+// offset, losing the last commit for good.
+func (r *Restorer) awaitMarkers(ctx context.Context, logger *slog.Logger, topic string, partition int32, cp, end int64) (int64, error) {
+	hwm, err := kread.HighWaterMark(r.Client, topic, partition)
+	if err != nil {
+		return end, err
+	}
+	if cp > hwm {
+		return end, nil
+	}
+	wait := r.MarkersWait
+	if wait <= 0 {
+		wait = defaultMarkersWait
+	}
+	deadline := time.Now().Add(wait)
+	delay := 10 * time.Millisecond
+	for end < cp {
+		if time.Now().After(deadline) {
+			return end, fmt.Errorf("%w: checkpoint %d, last stable offset %d, high-water mark %d of %s/%d after %v", ErrMarkersPending, cp, end, hwm, topic, partition, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return end, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+		if end, err = kread.ListOffset(r.Client, topic, partition, sarama.OffsetNewest); err != nil {
+			return end, err
+		}
+	}
+	logger.Debug("waited for the commit markers of the store's last transaction", "checkpoint", cp, "end", end)
+	return end, nil
+}
+
 // EndOffsets returns a changelog partition's log start offset and its last stable offset
 // (read_committed end offset).
 func EndOffsets(client sarama.Client, topic string, partition int32) (start, end int64, err error) {
@@ -65,8 +120,11 @@ func EndOffsets(client sarama.Client, topic string, partition int32) (start, end
 }
 
 // Restore brings store (kept in backend) up to the last stable offset of partition of
-// its changelog topic, starting at the store's checkpoint. With no checkpoint, or one
-// outside [log start, end], the store is wiped and read from the start. Fetched batches
+// its changelog topic, starting at the store's checkpoint. With no checkpoint, one below
+// the log start, or one above the high-water mark (the topic was recreated), the store
+// is wiped and read from the start. A checkpoint between the last stable offset and the
+// high-water mark means markers pending: Restore waits for them (MarkersWait) and fails
+// with ErrMarkersPending, leaving the store as it is, if they do not come. Fetched batches
 // are gathered into large sorted backend writes (statestore.Restorer), each carrying the
 // checkpoint of its last batch, so a restore stopped by ctx (a rebalance) keeps its
 // progress and resumes there.
@@ -86,10 +144,17 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 	if err != nil {
 		return res, fmt.Errorf("%w: store %q: read checkpoint: %w", ErrRestore, store, err)
 	}
+	if ok && cp > end && cp >= start {
+		// Either the changelog was recreated, or the store's own last commit has its
+		// markers still pending; the high-water mark tells which.
+		if end, err = r.awaitMarkers(ctx, logger, topic, partition, cp, end); err != nil {
+			return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+		}
+	}
 	from := cp
 	if !ok || cp > end || cp < start {
 		if ok {
-			logger.Warn("checkpoint outside the changelog; wiping the store and restoring it all", "checkpoint", cp, "log_start", start, "end", end)
+			logger.Warn("checkpoint outside the changelog (recreated or truncated); wiping the store and restoring it all", "checkpoint", cp, "log_start", start, "end", end)
 		}
 		if err := backend.Wipe(store); err != nil {
 			return res, fmt.Errorf("%w: store %q: wipe: %w", ErrRestore, store, err)

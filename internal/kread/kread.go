@@ -39,6 +39,16 @@ func EndOffsets(client sarama.Client, topic string, partition int32) (start, end
 // ListOffset runs ListOffsets with read_committed isolation for one partition: with
 // sarama.OffsetNewest it returns the last stable offset.
 func ListOffset(client sarama.Client, topic string, partition int32, at int64) (int64, error) {
+	return listOffset(client, topic, partition, at, sarama.ReadCommitted)
+}
+
+// HighWaterMark returns a partition's high-water mark: the end offset with
+// read_uncommitted isolation, past every record and transaction marker written so far.
+func HighWaterMark(client sarama.Client, topic string, partition int32) (int64, error) {
+	return listOffset(client, topic, partition, sarama.OffsetNewest, sarama.ReadUncommitted)
+}
+
+func listOffset(client sarama.Client, topic string, partition int32, at int64, isolation sarama.IsolationLevel) (int64, error) {
 	var lastErr error
 	for attempt := 0; attempt < 10; attempt++ {
 		if attempt > 0 {
@@ -51,7 +61,7 @@ func ListOffset(client sarama.Client, topic string, partition int32, at int64) (
 			continue
 		}
 		req := sarama.NewOffsetRequest(client.Config().Version)
-		req.IsolationLevel = sarama.ReadCommitted
+		req.IsolationLevel = isolation
 		req.AddBlock(topic, partition, at, 1)
 		resp, err := broker.GetAvailableOffsets(req)
 		if err != nil {
