@@ -61,6 +61,10 @@ type taskRunner struct {
 	life    context.Context
 	endLife context.CancelFunc
 
+	// creator makes the task's producers, one creation at a time (a creation that
+	// timed out in OnAssignment is taken over by the next, not raced).
+	creator *txproducer.Creator
+
 	// The fields below belong to the goroutine holding runMu.
 	producer     *txproducer.Producer
 	eng          *task.Task
@@ -89,8 +93,13 @@ func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
 	for _, r := range sub.RepartitionSources {
 		purge = append(purge, names.RepartitionTopic(rt.cfg.ApplicationID, r))
 	}
+	cfg := txproducer.Config{Brokers: rt.cfg.Brokers, Sarama: rt.sc, TransactionTimeout: rt.cfg.TransactionTimeout}
+	if rt.cfg.Guarantee == ExactlyOnce {
+		cfg.TransactionalID = rt.transactionalID(id)
+	}
 	return &taskRunner{
 		rt: rt, id: id, sub: sub, topics: rt.sortedTopicsOf(sub), purgeTopics: purge,
+		creator: txproducer.NewCreator(cfg),
 		logger: rt.logger.With("task", id.String()),
 		inbox:  newInbox(),
 		life:   life, endLife: end,
@@ -117,11 +126,7 @@ func (t *taskRunner) initProducer(ctx context.Context) error {
 	if t.producer != nil {
 		return nil
 	}
-	cfg := txproducer.Config{Brokers: t.rt.cfg.Brokers, Sarama: t.rt.sc, TransactionTimeout: t.rt.cfg.TransactionTimeout}
-	if t.exactlyOnce() {
-		cfg.TransactionalID = t.rt.transactionalID(t.id)
-	}
-	p, err := txproducer.New(ctx, cfg)
+	p, err := t.creator.Create(ctx)
 	if err != nil {
 		return err
 	}
@@ -707,6 +712,7 @@ func (t *taskRunner) close() {
 	t.queryMu.Lock()
 	defer t.queryMu.Unlock()
 	t.abandon()
+	t.creator.Close()
 	if t.eng != nil {
 		if err := t.eng.Close(); err != nil {
 			t.logger.Warn("closing the task's processors", "error", err)

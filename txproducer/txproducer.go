@@ -95,6 +95,9 @@ type Producer struct {
 
 	drained chan struct{}
 	closed  bool
+	// unknown is set when a commit or abort outlived its context: its outcome is
+	// unknown and the producer serves no more calls; the task recreates it.
+	unknown error
 }
 
 type topicPartition struct {
@@ -130,28 +133,86 @@ func SaramaConfig(base *sarama.Config, txnID string, txnTimeout time.Duration) *
 
 // New creates the producer. A transactional producer runs InitProducerId here, which
 // fences older producers of the same transactional ID and settles their open
-// transaction; it gives up when ctx ends.
+// transaction; it gives up when ctx ends (the creation then goes on in the background
+// and its producer is closed). A task that may create its producer more than once uses a
+// Creator, so that two creations never race.
 func New(ctx context.Context, cfg Config) (*Producer, error) {
-	type result struct {
-		p   *Producer
-		err error
+	c := NewCreator(cfg)
+	p, err := c.Create(ctx)
+	c.Close()
+	return p, err
+}
+
+// Creator creates the producers of one transactional ID, one at a time. sarama's
+// InitProducerId does not take a context: it retries on its own for as long as its
+// configuration says. A creation that outlives the caller's context therefore goes on,
+// and the next Create waits for it and takes its producer, instead of sending a second
+// InitProducerId beside it: whichever of two concurrent creations the coordinator answers
+// last fences the other, which could be the producer the task went on with.
+type Creator struct {
+	cfg Config
+
+	mu      sync.Mutex
+	pending chan created // the creation under way, if any
+	closed  bool
+}
+
+type created struct {
+	p   *Producer
+	err error
+}
+
+// NewCreator returns a Creator for producers made from cfg.
+func NewCreator(cfg Config) *Creator { return &Creator{cfg: cfg} }
+
+// Create returns a new producer: the one of a creation still under way, or a new one.
+// When ctx ends first it returns an Indefinite error; the creation goes on, and the next
+// Create (or Close) takes its result.
+func (c *Creator) Create(ctx context.Context) (*Producer, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, &Error{Op: "init " + c.cfg.TransactionalID, Class: Fatal, Err: errCreatorClosed}
 	}
-	done := make(chan result, 1)
-	go func() {
-		p, err := newProducer(cfg)
-		done <- result{p, err}
-	}()
+	ch := c.pending
+	if ch == nil {
+		ch = make(chan created, 1)
+		c.pending = ch
+		go func() {
+			p, err := newProducer(c.cfg)
+			ch <- created{p, err}
+		}()
+	}
+	c.mu.Unlock()
 	select {
-	case r := <-done:
+	case r := <-ch:
+		c.mu.Lock()
+		c.pending = nil
+		c.mu.Unlock()
 		return r.p, r.err
 	case <-ctx.Done():
-		// The creation goes on in the background; close what it makes.
-		go func() {
-			if r := <-done; r.p != nil {
+		return nil, &Error{Op: "init " + c.cfg.TransactionalID, Class: Indefinite, Err: fmt.Errorf("%w (the creation goes on; the next one takes it)", ctx.Err())}
+	}
+}
+
+var errCreatorClosed = errors.New("producer creator closed")
+
+// Close ends the Creator: a producer a creation under way makes is closed when it
+// arrives, and Create fails from now on.
+func (c *Creator) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	if ch := c.pending; ch != nil {
+		c.pending = nil
+		go func() { // ends when the creation does
+			if r := <-ch; r.p != nil {
 				_ = r.p.Close()
 			}
 		}()
-		return nil, &Error{Op: "init " + cfg.TransactionalID, Class: Indefinite, Err: ctx.Err()}
 	}
 }
 
@@ -232,6 +293,9 @@ func (p *Producer) Transactional() bool { return p.txnID != "" }
 
 // Begin starts a transaction unless one is open.
 func (p *Producer) Begin() error {
+	if p.unknown != nil {
+		return p.unknown
+	}
 	if !p.Transactional() || p.ap.TxnStatus()&sarama.ProducerTxnFlagInTransaction != 0 {
 		return nil
 	}
@@ -313,6 +377,9 @@ func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int6
 	if !p.Transactional() {
 		return errors.New("producer: Commit on a non-transactional producer")
 	}
+	if p.unknown != nil {
+		return p.unknown
+	}
 	if err := p.Flush(ctx); err != nil {
 		return err
 	}
@@ -326,29 +393,48 @@ func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int6
 				req[topic] = append(req[topic], &sarama.PartitionOffsetMetadata{Partition: part, Offset: off, LeaderEpoch: -1})
 			}
 		}
-		if err := p.ap.AddOffsetsToTxnWithGroupMetadata(req, meta); err != nil {
-			return classify("add offsets", err, p.ap.TxnStatus())
+		if err := p.bounded(ctx, "add offsets", func() error { return p.ap.AddOffsetsToTxnWithGroupMetadata(req, meta) }); err != nil {
+			return err
 		}
 	}
 	if !p.InTransaction() {
 		return nil
 	}
-	if err := p.ap.CommitTxn(); err != nil {
-		return classify("commit", err, p.ap.TxnStatus())
-	}
-	return nil
+	return p.bounded(ctx, "commit", p.ap.CommitTxn)
 }
 
 // Abort aborts the open transaction, if any, after the in-flight records settled.
 func (p *Producer) Abort(ctx context.Context) error {
+	if p.unknown != nil {
+		return p.unknown
+	}
 	_ = p.Flush(ctx) // their errors are what we abort for
 	if !p.InTransaction() && p.ap.TxnStatus()&sarama.ProducerTxnFlagAbortableError == 0 {
 		return nil
 	}
-	if err := p.ap.AbortTxn(); err != nil {
-		return classify("abort", err, p.ap.TxnStatus())
+	return p.bounded(ctx, "abort", p.ap.AbortTxn)
+}
+
+// bounded runs one of sarama's transaction calls (AddOffsetsToTxn, CommitTxn,
+// AbortTxn), bounded by ctx. They take no context: each retries up to Transaction.Retry.Max times, each request waiting up to
+// Net.ReadTimeout, which can block a commit at suspend, Cleanup or an abandon for
+// minutes while the group's heartbeats wait. When ctx ends first, the call goes on in the
+// background (it ends once Close closes the client) and the outcome is unknown: the
+// error is Indefinite, the producer refuses every later call, and the task recreates it,
+// which settles the transaction one way or the other.
+func (p *Producer) bounded(ctx context.Context, op string, call func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return classify(op, err, p.ap.TxnStatus())
+		}
+		return nil
+	case <-ctx.Done():
+		p.unknown = &Error{Op: op, Class: Indefinite, Err: fmt.Errorf("outcome unknown: %w", ctx.Err())}
+		return p.unknown
 	}
-	return nil
 }
 
 // Close closes the producer (and its client, when it made one). An open transaction is
