@@ -27,7 +27,10 @@ type KeyValueStore[K, V any] interface {
 	// All iterates every key in byte order.
 	All() (Iterator[K, V], error)
 	// ApproximateCount returns the number of keys: the backend's count corrected by the
-	// write buffer. It is exact, but costs a lookup per buffered key.
+	// write buffer. The name is Kafka Streams' (approximateNumEntries, an estimate on
+	// RocksDB). Here it counts the task's own view at the time of the call, but it is not
+	// cheap: bbolt counts by walking every page of the store, and the correction costs a
+	// lookup per buffered key. Use it for metrics and tests, not per record.
 	ApproximateCount() (int64, error)
 }
 

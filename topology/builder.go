@@ -155,8 +155,10 @@ type RepartitionNode[K, V any] struct {
 }
 
 // WithPartitions sets the partition count of the repartition topic (0 means the
-// default). By default it has as many partitions as the largest source topic of the
-// sub-topology that writes it.
+// default). By default it is sized as Kafka Streams sizes it: as many partitions as the
+// other source topics of the sub-topology that reads it, which must be co-partitioned
+// with it; when that sub-topology reads only repartition topics, as many as the tasks of
+// the sub-topology that writes it (its source topics' partition count).
 func (r *RepartitionNode[K, V]) WithPartitions(n int32) *RepartitionNode[K, V] {
 	r.sink.RepartitionPartitions = n
 	return r
