@@ -94,3 +94,45 @@ type punctuatorError struct {
 
 func (e *punctuatorError) Error() string { return fmt.Sprintf("punctuator: %v", e.err) }
 func (e *punctuatorError) Unwrap() error { return e.err }
+
+// timeState is the part of a task's state that its transaction commits besides stores
+// and offsets: stream time, the time of the last wall-clock punctuation and the
+// punctuation schedule (which punctuators exist, when each is next due, which are
+// cancelled).
+type timeState struct {
+	streamTime, wallTime time.Time
+	punctuators          []punctuatorState
+}
+
+type punctuatorState struct {
+	p         *punctuator
+	next      time.Time
+	cancelled bool
+}
+
+// Committed records the task's current time state as committed: Rollback returns to
+// it. The runtime calls it when a transaction commits (Init calls it too).
+func (t *Task) Committed() {
+	s := timeState{streamTime: t.streamTime, wallTime: t.wallTime, punctuators: t.committedTime.punctuators[:0]}
+	for _, p := range t.punctuators {
+		s.punctuators = append(s.punctuators, punctuatorState{p: p, next: p.next, cancelled: p.cancelled})
+	}
+	t.committedTime = s
+}
+
+// Rollback returns stream time, the wall-clock time and the punctuation schedule to the
+// last Committed, when the transaction since then is aborted: the kept input replayed
+// after it then advances time and fires punctuators exactly as the first time (a
+// punctuator that fired in the aborted transaction fires again, and late/grace
+// decisions see the stream time of the replay, not one that already counts later
+// records). Punctuators scheduled since are dropped and cancelled ones revived: the
+// replay schedules and cancels them again.
+func (t *Task) Rollback() {
+	s := t.committedTime
+	t.streamTime, t.wallTime = s.streamTime, s.wallTime
+	t.punctuators = t.punctuators[:0]
+	for _, ps := range s.punctuators {
+		ps.p.next, ps.p.cancelled = ps.next, ps.cancelled
+		t.punctuators = append(t.punctuators, ps.p)
+	}
+}

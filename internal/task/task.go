@@ -93,9 +93,11 @@ type Task struct {
 	current         *processor.RecordMetadata
 	commitRequested bool
 	punctuators     []*punctuator
-	initialized     bool
-	closed          bool
-	roundRobin      map[string]int32
+	// committedTime is the time state of the last commit, for Rollback.
+	committedTime timeState
+	initialized   bool
+	closed        bool
+	roundRobin    map[string]int32
 }
 
 // New instantiates the sub-topology's nodes and registers its stores. Call Init once the
@@ -241,6 +243,7 @@ func (t *Task) Init() error {
 			return t.nodeError(err, nil)
 		}
 	}
+	t.Committed()
 	return nil
 }
 
