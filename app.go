@@ -49,6 +49,9 @@ type testHooks struct {
 	// beforeCommit runs before a task commits; an error fails the commit as an
 	// abortable producer error would.
 	beforeCommit func(task processor.TaskID) error
+	// afterCommit runs after a task's transaction committed; an error makes the commit
+	// look as if its answer was lost (outcome unknown).
+	afterCommit func(task processor.TaskID) error
 }
 
 // Sentinel errors.

@@ -367,58 +367,6 @@ func (rt *runtime) partitionCount(topic string) (int32, error) {
 	return n, nil
 }
 
-// fetchCommitted reads the group's committed offsets of topics' partition with
-// RequireStable, waiting out pending transactional offset commits. -1: none committed.
-func (rt *runtime) fetchCommitted(ctx context.Context, topics []string, partition int32) (map[string]int64, error) {
-	parts := map[string][]int32{}
-	for _, t := range topics {
-		parts[t] = []int32{partition}
-	}
-	deadline := time.Now().Add(2*rt.cfg.TransactionTimeout + 10*time.Second)
-	var lastErr error
-	for attempt := 0; time.Now().Before(deadline); attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
-			}
-		}
-		coord, err := rt.client.Coordinator(rt.cfg.ApplicationID)
-		if err != nil {
-			lastErr = err
-			_ = rt.client.RefreshCoordinator(rt.cfg.ApplicationID)
-			continue
-		}
-		req := sarama.NewOffsetFetchRequest(rt.sc.Version, rt.cfg.ApplicationID, parts)
-		req.RequireStable = true
-		resp, err := coord.FetchOffset(req)
-		if err != nil {
-			lastErr = err
-			_ = rt.client.RefreshCoordinator(rt.cfg.ApplicationID)
-			continue
-		}
-		out := map[string]int64{}
-		retry := false
-		for _, t := range topics {
-			b := resp.GetBlock(t, partition)
-			if b == nil {
-				lastErr, retry = sarama.ErrIncompleteResponse, true
-				break
-			}
-			if !errors.Is(b.Err, sarama.ErrNoError) {
-				lastErr, retry = b.Err, true
-				break
-			}
-			out[t] = b.Offset
-		}
-		if !retry {
-			return out, nil
-		}
-	}
-	return nil, fmt.Errorf("eddy: fetch committed offsets of %v partition %d: %w", topics, partition, lastErr)
-}
-
 // checkOwnership asks the group coordinator whether this member still holds task t in
 // a stable group. It returns a Fenced error when not: the task must be dropped, not
 // revived.

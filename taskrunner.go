@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/task"
@@ -84,6 +86,15 @@ type taskRunner struct {
 	lastPurge   time.Time
 	// failingSince is when the current run of failed transactions began (zero: none).
 	failingSince time.Time
+	// storesCurrent is true while the stores hold exactly their changelogs' committed
+	// prefix up to their checkpoints and nobody else wrote the changelogs since: a task
+	// kept across a rebalance then needs no restore.
+	storesCurrent bool
+	// attempt is the nonce of the offsets record of the transaction being committed
+	// (0: none), to tell after an unknown outcome whether it committed.
+	attempt uint64
+	// topicIDs are the IDs of the task's source topics, recorded with their offsets.
+	topicIDs map[string]sarama.Uuid
 }
 
 func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
@@ -100,9 +111,9 @@ func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
 	return &taskRunner{
 		rt: rt, id: id, sub: sub, topics: rt.sortedTopicsOf(sub), purgeTopics: purge,
 		creator: txproducer.NewCreator(cfg),
-		logger: rt.logger.With("task", id.String()),
-		inbox:  newInbox(),
-		life:   life, endLife: end,
+		logger:  rt.logger.With("task", id.String()),
+		inbox:   newInbox(),
+		life:    life, endLife: end,
 		metrics: rt.metrics.Task(id.String()),
 	}
 }
@@ -217,37 +228,81 @@ func (t *taskRunner) writeOffsets(ctx context.Context) error {
 				continue
 			}
 		}
-		if err := t.producer.Send(ctx, t.offsetsTopic, t.id.Partition, []byte(topic), binary.BigEndian.AppendUint64(nil, uint64(off)), nil, time.Now()); err != nil {
+		if err := t.producer.Send(ctx, t.offsetsTopic, t.id.Partition, []byte(topic), encodeOffset(off, t.topicIDs[topic]), nil, time.Now()); err != nil {
 			return err
 		}
 	}
-	return nil
+	t.attempt = rand.Uint64() | 1
+	return t.producer.Send(ctx, t.offsetsTopic, t.id.Partition, []byte(commitKey), binary.BigEndian.AppendUint64(nil, t.attempt), nil, time.Now())
 }
 
 // readFloors reads the offsets record of the last committed transaction and makes the
-// inbox drop input below it. A floor above the group's committed offset means the
-// coordinator answered a stale offset; it is logged.
-func (t *taskRunner) readFloors(ctx context.Context) error {
+// inbox drop input below it; it returns the nonce of that transaction. A floor above the
+// group's committed offset means the coordinator answered a stale offset; it is logged.
+// A floor recorded for another incarnation of the topic (its ID changed, or the floor is
+// above the partition's high-water mark) is ignored with a warning: the topic was
+// deleted and created anew, and its new records must not be skipped.
+func (t *taskRunner) readFloors(ctx context.Context) (uint64, error) {
 	if !t.exactlyOnce() {
-		return nil
+		return 0, nil
 	}
-	last, err := changelog.ReadLast(ctx, t.rt.restoreC, t.offsetsTopic, t.id.Partition, 4*len(t.topics)+16)
+	last, err := changelog.ReadLast(ctx, t.rt.restoreC, t.offsetsTopic, t.id.Partition, 4*(len(t.topics)+1)+16)
 	if err != nil {
-		return fmt.Errorf("task %s: read its offsets record: %w", t.id, err)
+		return 0, fmt.Errorf("task %s: read its offsets record: %w", t.id, err)
+	}
+	ids, err := t.rt.topicIDs(t.topics)
+	if err != nil {
+		t.logger.Warn("could not read the source topics' IDs; a recreated topic is recognised only by its end offset", "error", err)
+	}
+	if t.topicIDs == nil {
+		t.topicIDs = map[string]sarama.Uuid{}
 	}
 	for _, topic := range t.topics {
-		v := last[topic]
-		if len(v) != 8 {
+		current, known := ids[topic]
+		if prev, ok := t.topicIDs[topic]; known && ok && prev != current {
+			t.logger.Warn("source topic was deleted and created anew while the task ran; forgetting its committed offsets",
+				"topic", topic, "partition", t.id.Partition, "old_id", prev.String(), "new_id", current.String())
+			t.inbox.forget(topic)
+		}
+		if known {
+			t.topicIDs[topic] = current
+		}
+		v, ok := last[topic]
+		if !ok {
 			continue
 		}
-		floor := int64(binary.BigEndian.Uint64(v))
+		floor, id, err := decodeOffset(v)
+		if err != nil {
+			t.logger.Warn("ignoring an unreadable offsets record", "topic", topic, "partition", t.id.Partition, "error", err)
+			continue
+		}
+		if known && id != (sarama.Uuid{}) && id != current {
+			t.logger.Warn("SOURCE TOPIC RECREATED: the task's offsets record is for an earlier topic of this name; ignoring it and reading the new topic from its committed offset",
+				"topic", topic, "partition", t.id.Partition, "recorded_id", id.String(), "current_id", current.String(), "recorded_offset", floor)
+			continue
+		}
+		if floor > 0 {
+			hwm, err := kread.HighWaterMark(t.rt.restoreC, topic, t.id.Partition)
+			if err != nil {
+				return 0, fmt.Errorf("task %s: end offset of %s/%d: %w", t.id, topic, t.id.Partition, err)
+			}
+			if floor > hwm {
+				t.logger.Warn("SOURCE TOPIC RECREATED: the task's offsets record is above the partition's end; ignoring it and reading the new topic from its committed offset",
+					"topic", topic, "partition", t.id.Partition, "recorded_offset", floor, "end_offset", hwm)
+				continue
+			}
+		}
 		if claim := t.inbox.startOf(topic); claim >= 0 && claim < floor {
 			t.logger.Warn("the group coordinator answered a committed offset older than the task's own record; skipping the committed records in between",
 				"topic", topic, "partition", t.id.Partition, "coordinator", claim, "recorded", floor)
 		}
 		t.inbox.setFloor(topic, floor)
 	}
-	return nil
+	var nonce uint64
+	if v := last[commitKey]; len(v) == 8 {
+		nonce = binary.BigEndian.Uint64(v)
+	}
+	return nonce, nil
 }
 
 // beginSession prepares the task's input for a new group session; called by Setup
@@ -323,21 +378,9 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 	if err := t.open(); err != nil {
 		return err
 	}
-	if err := t.initProducer(ctx); err != nil {
+	if err := t.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	if err := t.restore(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil // a rebalance: the restore resumes from its checkpoint later
-		}
-		return err
-	}
-	if err := t.readFloors(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
+			return nil // a rebalance: a restore resumes from its checkpoint later
 		}
 		return err
 	}
@@ -392,6 +435,44 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// prepare readies the task for a session: its producer, its stores restored (a task
+// kept across a rebalance has current stores and skips that), its offsets record read.
+// A failure that can pass (a broker or coordinator away or loading, commit markers
+// pending, a timeout) is retried with backoff while the session lives, as Kafka Streams
+// retries within task.timeout.ms; only a fatal one (authorization, an unsupported
+// version) is returned, and stops the application.
+func (t *taskRunner) prepare(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := t.prepareOnce(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if class := txproducer.Classify(err, 0); class == txproducer.Fatal || class == txproducer.Fenced {
+			return fmt.Errorf("task %s: preparing the task failed with a %s error, not retried: %w", t.id, class, err)
+		}
+		delay := min(100*time.Millisecond<<min(attempt-1, 6), maxRecoverDelay)
+		t.logger.Warn("preparing the task failed; retrying", "error", err, "attempt", attempt, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (t *taskRunner) prepareOnce(ctx context.Context) error {
+	if err := t.initProducer(ctx); err != nil {
+		return err
+	}
+	if !t.storesCurrent {
+		if err := t.restore(ctx); err != nil {
+			return err
+		}
+	}
+	_, err := t.readFloors(ctx)
+	return err
 }
 
 // opContext bounds one producer operation (a commit, a flush) by time and by the
@@ -496,6 +577,11 @@ func (t *taskRunner) commit(ctx context.Context) error {
 		if err := t.producer.Commit(ctx, offsets, meta); err != nil {
 			return err
 		}
+		if h := t.rt.app.hooks.afterCommit; h != nil {
+			if err := h(t.id); err != nil {
+				return &txproducer.Error{Op: "commit (injected: answer lost)", Class: txproducer.Indefinite, Err: err}
+			}
+		}
 	} else {
 		if err := t.producer.Flush(ctx); err != nil {
 			return err
@@ -526,6 +612,7 @@ func (t *taskRunner) commit(ctx context.Context) error {
 		<-t.rt.flushSlots
 	}
 	if err != nil {
+		t.storesCurrent = false
 		// The transaction is committed; the store file lags behind its changelog, which
 		// a restore repairs. Stop rather than run on a store we cannot write.
 		return fmt.Errorf("task %s: write stores after commit: %w", t.id, err)
@@ -533,6 +620,8 @@ func (t *taskRunner) commit(ctx context.Context) error {
 	for topic, off := range t.consumed {
 		t.inbox.committed(topic, off)
 	}
+	t.eng.Committed()
+	t.attempt = 0
 	t.metrics.Flushed(dirty, time.Since(flushBegan))
 	if cap(t.kept) > keptReuse && len(t.kept) < cap(t.kept)/4 {
 		t.kept = nil // a burst's large array would otherwise stay with every task
@@ -603,12 +692,20 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 	}
 }
 
-// rollback undoes the open transaction.
+// rollback undoes the open transaction. An abortable one is aborted. Otherwise the
+// producer is recreated, which settles the transaction one way or the other, and the
+// offsets record tells which: the record of the transaction's own nonce means it
+// committed, and the task goes on after it (its stores restored from the changelogs,
+// its kept input done with); else the task goes back to its last commit. Either way
+// the committed offsets come from the offsets record, never from the group coordinator,
+// which can answer stale ones, and they never move back.
 func (t *taskRunner) rollback(ctx context.Context, class txproducer.Class) error {
 	t.set.Discard()
 	if class == txproducer.Abortable {
 		err := t.producer.Abort(ctx)
 		if err == nil {
+			t.attempt = 0
+			t.eng.Rollback()
 			return nil
 		}
 		if isFenced(err) {
@@ -629,15 +726,24 @@ func (t *taskRunner) rollback(ctx context.Context, class txproducer.Class) error
 	if err := t.initProducer(ctx); err != nil {
 		return err
 	}
-	committed, err := t.rt.fetchCommitted(ctx, t.topics, t.id.Partition)
+	nonce, err := t.readFloors(ctx)
 	if err != nil {
-		return &txproducer.Error{Op: "re-read committed offsets", Class: txproducer.Indefinite, Err: err}
+		return &txproducer.Error{Op: "re-read the offsets record", Class: txproducer.Indefinite, Err: err}
 	}
-	for topic, off := range committed {
-		if off >= 0 {
+	if t.attempt != 0 && nonce == t.attempt {
+		t.logger.Info("the transaction whose outcome was unknown committed; going on after it", "records", len(t.kept))
+		for topic, off := range t.consumed {
 			t.inbox.committed(topic, off)
 		}
+		t.eng.Committed()
+		clear(t.kept)
+		t.kept, t.pending = t.kept[:0], 0
+	} else {
+		t.eng.Rollback()
 	}
+	t.attempt = 0
+	// The changelogs may hold the settled transaction's records: read their tail.
+	t.storesCurrent = false
 	if err := t.restore(ctx); err != nil {
 		return &txproducer.Error{Op: "restore after rollback", Class: txproducer.Indefinite, Err: err}
 	}
@@ -665,6 +771,7 @@ func (t *taskRunner) replay(ctx context.Context) error {
 
 // restore brings every logged store of the task up to its changelog's end.
 func (t *taskRunner) restore(ctx context.Context) error {
+	t.storesCurrent = false
 	for _, name := range t.set.Names() {
 		buf := t.set.Buffer(name)
 		if !buf.Logged() {
@@ -684,6 +791,7 @@ func (t *taskRunner) restore(ctx context.Context) error {
 			return err
 		}
 	}
+	t.storesCurrent = true
 	return nil
 }
 
