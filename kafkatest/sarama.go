@@ -122,6 +122,13 @@ func createTopic(ctx context.Context, addrs []string, name string, partitions in
 	if err != nil {
 		return fmt.Errorf("kafkatest: create topic %q (%d partitions) on %v: %w", name, partitions, addrs, err)
 	}
+	// The metadata can name a leader before that broker serves the partition: Kafka
+	// 4.1.1 answered a transactional produce NOT_LEADER_OR_FOLLOWER right after
+	// (TestReadCommittedSmallResponseLimit failed so once). ListOffsets at the leader,
+	// retried on that error, waits until it does.
+	if _, err := endOffsets(ctx, addrs, name, sarama.ReadUncommitted); err != nil {
+		return fmt.Errorf("kafkatest: create topic %q: waiting for its leaders to serve it: %w", name, err)
+	}
 	return nil
 }
 

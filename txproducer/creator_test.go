@@ -93,15 +93,23 @@ func TestCommitIsBoundedByItsContext(t *testing.T) {
 	if err := p.Send(ctx, topic, 0, []byte("k"), []byte("v"), nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	var refusing atomic.Bool
-	refusing.Store(true)
+	// Every EndTxn of this producer's epoch is refused (its retries go on in the
+	// background after the context ends, and must never commit).
+	refusedEpoch := int32(-1)
 	k := b.Kfake()
 	k.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.KeepControl()
-		if !refusing.Load() {
+		r := req.(*kmsg.EndTxnRequest)
+		if r.TransactionalID != id {
 			return nil, nil, false
 		}
-		resp := req.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+		if refusedEpoch < 0 {
+			refusedEpoch = int32(r.ProducerEpoch)
+		}
+		if int32(r.ProducerEpoch) != refusedEpoch {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		return resp, nil, true
 	})
@@ -119,7 +127,6 @@ func TestCommitIsBoundedByItsContext(t *testing.T) {
 	if err := p.Abort(ctx); txproducer.Classify(err, 0) != txproducer.Indefinite {
 		t.Errorf("abort after a commit of unknown outcome: %v, want Indefinite", err)
 	}
-	refusing.Store(false)
 	_ = p.Close()
 	second, err := txproducer.New(ctx, cfg)
 	if err != nil {

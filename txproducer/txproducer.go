@@ -98,6 +98,12 @@ type Producer struct {
 	// unknown is set when a commit or abort outlived its context: its outcome is
 	// unknown and the producer serves no more calls; the task recreates it.
 	unknown error
+	// callMu guards calling and closeAfterCall: while a bounded call that outlived its
+	// context still runs, Close leaves the closing to that call's goroutine (closing
+	// sarama's producer under a running CommitTxn is a data race in sarama).
+	callMu         sync.Mutex
+	calling        bool
+	closeAfterCall bool
 }
 
 type topicPartition struct {
@@ -300,7 +306,14 @@ func (p *Producer) Begin() error {
 		return nil
 	}
 	if err := p.ap.BeginTxn(); err != nil {
-		return classify("begin", err, p.ap.TxnStatus())
+		// BeginTxn fails with "invalid transition" when the transaction manager is in an
+		// error state; the cause (a fenced epoch, say) is an earlier record's error,
+		// which the caller must see to know what to do.
+		p.mu.Lock()
+		causes := p.errs
+		p.errs = nil
+		p.mu.Unlock()
+		return classify("begin", errors.Join(append([]error{err}, causes...)...), p.ap.TxnStatus())
 	}
 	return nil
 }
@@ -424,7 +437,20 @@ func (p *Producer) Abort(ctx context.Context) error {
 // which settles the transaction one way or the other.
 func (p *Producer) bounded(ctx context.Context, op string, call func() error) error {
 	done := make(chan error, 1)
-	go func() { done <- call() }()
+	p.callMu.Lock()
+	p.calling = true
+	p.callMu.Unlock()
+	go func() {
+		err := call()
+		p.callMu.Lock()
+		p.calling = false
+		closeNow := p.closeAfterCall
+		p.callMu.Unlock()
+		done <- err
+		if closeNow {
+			_ = p.shutdown()
+		}
+	}()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -439,11 +465,24 @@ func (p *Producer) bounded(ctx context.Context, op string, call func() error) er
 
 // Close closes the producer (and its client, when it made one). An open transaction is
 // left to be aborted by the next producer of the task or by the transaction timeout.
+// When a commit or abort that outlived its context still runs, Close returns at once and
+// the producer closes when that call ends (sarama's retries bound it).
 func (p *Producer) Close() error {
 	if p.closed {
 		return nil
 	}
 	p.closed = true
+	p.callMu.Lock()
+	if p.calling {
+		p.closeAfterCall = true
+		p.callMu.Unlock()
+		return nil
+	}
+	p.callMu.Unlock()
+	return p.shutdown()
+}
+
+func (p *Producer) shutdown() error {
 	err := p.ap.Close()
 	<-p.drained
 	if p.own {
