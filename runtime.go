@@ -13,13 +13,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/flock"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
@@ -149,7 +149,12 @@ func (rt *runtime) lockStateDir() error {
 	if err != nil {
 		return fmt.Errorf("eddy: state dir lock %q: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	locked, err := flock.TryLock(f)
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("eddy: state dir lock %q: %w", path, err)
+	}
+	if !locked {
 		holder, _ := os.ReadFile(path)
 		_ = f.Close()
 		return fmt.Errorf("%w: %s (held by %s); give each instance its own StateDir", ErrStateDirLocked, rt.appDir, strings.TrimSpace(string(holder)))
@@ -162,7 +167,7 @@ func (rt *runtime) lockStateDir() error {
 
 func (rt *runtime) unlockStateDir() {
 	if rt.lockFile != nil {
-		_ = syscall.Flock(int(rt.lockFile.Fd()), syscall.LOCK_UN)
+		_ = flock.Unlock(rt.lockFile)
 		_ = rt.lockFile.Close()
 		rt.lockFile = nil
 	}

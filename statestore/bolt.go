@@ -19,6 +19,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/eddy-streams/eddy/internal/flock"
 )
 
 // Files of a task's state directory.
@@ -159,7 +161,7 @@ func OpenBoltReport(dir string, opts BoltOptions) (Backend, OpenReport, error) {
 	}
 	b, err := openLocked(dir, path, lock, opts, &rep)
 	if err != nil {
-		_ = unlock(lock)
+		_ = flock.Unlock(lock)
 		_ = lock.Close()
 		return nil, rep, err
 	}
@@ -175,7 +177,7 @@ func lockDir(dir string, timeout time.Duration) (*os.File, error) {
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		ok, err := tryLock(f)
+		ok, err := flock.TryLock(f)
 		if err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("statestore: lock %s: %w", name, err)
@@ -829,7 +831,7 @@ func (b *boltBackend) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := unlock(b.lock); err != nil {
+	if err := flock.Unlock(b.lock); err != nil {
 		errs = append(errs, fmt.Errorf("statestore: unlock %s: %w", b.dir, err))
 	}
 	if err := b.lock.Close(); err != nil {

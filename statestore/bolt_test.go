@@ -16,6 +16,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/eddy-streams/eddy/internal/flock"
 )
 
 // Child processes: a test re-executes the test binary with -test.run naming
@@ -97,7 +99,7 @@ func abandon(t *testing.T, be Backend) {
 	if err := b.db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_ = unlock(b.lock)
+	_ = flock.Unlock(b.lock)
 	_ = b.lock.Close()
 }
 

@@ -14,6 +14,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/eddy-streams/eddy/internal/flock"
 )
 
 // This file reads a task's bbolt file for operators (cmd/eddy's "state inspect" and
@@ -304,13 +306,13 @@ func lockForInspect(dir string, timeout time.Duration) (release func(), err erro
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		ok, err := tryLock(f)
+		ok, err := flock.TryLock(f)
 		if err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("statestore: lock %s: %w", name, err)
 		}
 		if ok {
-			return func() { _ = unlock(f); _ = f.Close() }, nil
+			return func() { _ = flock.Unlock(f); _ = f.Close() }, nil
 		}
 		if time.Now().After(deadline) {
 			holder, _ := os.ReadFile(name)

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/flock"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -277,20 +277,22 @@ func lockAppDir(dir string) (release func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("state dir lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	locked, err := flock.TryLock(f)
+	if err != nil {
 		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			holder, _ := os.ReadFile(name)
-			who := "a process"
-			if h := strings.TrimSpace(string(holder)); h != "" {
-				who = "an application instance (" + h + ")"
-			}
-			return nil, fmt.Errorf("%w: %s holds %s: stop it first", errGroupActive, who, name)
-		}
 		return nil, fmt.Errorf("state dir lock %s: %w", name, err)
 	}
+	if !locked {
+		_ = f.Close()
+		holder, _ := os.ReadFile(name)
+		who := "a process"
+		if h := strings.TrimSpace(string(holder)); h != "" {
+			who = "an application instance (" + h + ")"
+		}
+		return nil, fmt.Errorf("%w: %s holds %s: stop it first", errGroupActive, who, name)
+	}
 	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = flock.Unlock(f)
 		_ = f.Close()
 	}, nil
 }

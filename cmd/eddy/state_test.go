@@ -12,11 +12,11 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/internal/flock"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/topologytest"
@@ -166,8 +166,8 @@ func TestStateLocked(t *testing.T) {
 	if _, err := lock.WriteString("pid 4242\n"); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
+	if ok, err := flock.TryLock(lock); !ok || err != nil {
+		t.Fatalf("lock: %v %v", ok, err)
 	}
 	for _, args := range [][]string{
 		{"state", "inspect", appDir},
