@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench measures eddy side by side with the ceilings it cannot beat, against a
 // real Kafka cluster, in one invocation, and prints the results as a table (and writes
 // them as Markdown for BENCHMARKS.md and as JSON).

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package eos is eddy's exactly-once proof harness: the method of design.md §10, as a
 // library for the eos-verify command and the package's Go tests.
 //

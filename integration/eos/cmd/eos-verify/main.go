@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command eos-verify runs eddy's exactly-once proof harness (package
 // integration/eos): a test application in up to three instance processes, an input
 // driver, a seeded schedule of faults (SIGTERM, SIGKILL, SIGSTOP past the session

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command stale-offsets reproduces, without eddy, the broker behaviour behind the
 // duplicates of eddy's long exactly-once run: right after a kill -9 and restart of a
 // single-node Kafka (4.1.1, KRaft), the group coordinator can answer OffsetFetch with
