@@ -291,3 +291,28 @@ func parseText[K any](text string) (K, error) {
 	}
 	return k, nil
 }
+
+// QueryValuesAs makes interactive queries of the store (eddy.Query, the HTTP handler)
+// read its values with values instead of the store's serde: a layer above the
+// processor API (the stream DSL) keeps values with a timestamp and shows queries the
+// values alone. values is only asked to deserialize.
+func QueryValuesAs[V any](s *StoreNode, values serde.Serde[V]) {
+	s.store.Values = values
+	s.store.ValueType = reflect.TypeFor[V]()
+	s.store.ValueToJSON = func(value []byte, topic string) (any, error) {
+		return values.Deserialize(topic, value)
+	}
+}
+
+// ConnectStore attaches the store name, added with AddKeyValueStore, to more processors,
+// as Kafka Streams' connectProcessorAndStateStores: a layer above (the stream DSL) that
+// learns of a store's readers after adding it.
+func (b *Builder) ConnectStore(name string, processors ...string) {
+	for _, s := range b.stores {
+		if s.Name == name {
+			s.Processors = append(s.Processors, processors...)
+			return
+		}
+	}
+	b.fail("store %q (to attach to %s) was never added with AddKeyValueStore", name, strings.Join(processors, ", "))
+}
