@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
@@ -20,6 +22,8 @@ type Builder struct {
 	// connects are stores of the processor API attached to DSL nodes (Process).
 	connects [][2]string
 	errs     []error
+	// copartitions are groups of source topics that must have equal partition counts.
+	copartitions [][]string
 	// finish runs at Build, in order: checks that need the whole graph.
 	finish []func() error
 }
@@ -45,6 +49,9 @@ func (b *Builder) Build() (*topology.Topology, error) {
 		b.tb.ConnectStore(c[0], c[1])
 	}
 	b.connects = nil
+	for _, g := range b.copartitions {
+		b.tb.Copartition(g...)
+	}
 	for _, f := range b.finish {
 		if err := f(); err != nil {
 			return nil, fmt.Errorf("%w: %w", topology.ErrInvalid, err)
@@ -183,4 +190,18 @@ func stateless[KI, VI, KO, VO any](fn func(ctx processor.Context[KO, VO], r proc
 	return supplier(func(ctx processor.Context[KO, VO]) (func(processor.Record[KI, VI]) error, error) {
 		return func(r processor.Record[KI, VI]) error { return fn(ctx, r) }, nil
 	})
+}
+
+// copartition records that the records of two groups of source topics meet in a join
+// by key, so the topics must have equal partition counts.
+func (b *Builder) copartition(a, c []string) {
+	var topics []string
+	for _, t := range append(append([]string(nil), a...), c...) {
+		if !strings.HasPrefix(t, "repartition:") && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	if len(topics) > 1 {
+		b.copartitions = append(b.copartitions, topics)
+	}
 }

@@ -44,6 +44,8 @@ type Builder struct {
 	stores []*graph.Store
 	errs   []error
 	built  bool
+	// copartition: groups of topics that must have equal partition counts.
+	copartition [][]string
 }
 
 // NewBuilder returns an empty Builder.
@@ -315,4 +317,13 @@ func (b *Builder) ConnectStore(name string, processors ...string) {
 		}
 	}
 	b.fail("store %q (to attach to %s) was never added with AddKeyValueStore", name, strings.Join(processors, ", "))
+}
+
+// Copartition declares that the records of topics are joined by key, so the topics must
+// have equal partition counts (Kafka Streams' co-partitioning groups). Build records the
+// group; CheckCopartitioning checks it against the partition counts the cluster has.
+func (b *Builder) Copartition(topics ...string) {
+	if len(topics) > 1 {
+		b.copartition = append(b.copartition, slices.Clone(topics))
+	}
 }
