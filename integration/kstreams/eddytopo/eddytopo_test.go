@@ -139,3 +139,21 @@ func TestSplitMerge(t *testing.T) {
 		"other":  "k3=<nil>@3 k4=cherry@4",
 	})
 }
+
+func TestFKJoin(t *testing.T) {
+	check(t, eddytopo.FKJoin, []in{
+		{"fk-products", "p1", "Pen", 1},
+		{"fk-orders", "o1", "p1:2", 5},
+		{"fk-orders", "o2", "p2:1", 6},
+		{"fk-products", "p2", "Ink", 10},
+		{"fk-orders", "o1", "p2:3", 7},    // moves from p1 to p2
+		{"fk-products", "p2", "<nil>", 20}, // both orders lose their product
+		{"fk-orders", "o2", "<nil>", 30},
+	}, map[string]string{
+		"fk-inner": "o1=p1:2/Pen@5 o2=p2:1/Ink@10 o1=p2:3/Ink@10 o1=<nil>@20 o2=<nil>@20 o2=<nil>@30",
+		// a left join's move sends a delete-and-propagate to the old product first, and
+		// its deletion a second, null-foreign-key subscription: both answer, as in Kafka
+		// Streams
+		"fk-left": "o1=p1:2/Pen@5 o2=p2:1/-@6 o2=p2:1/Ink@10 o1=p2:3/-@7 o1=p2:3/Ink@10 o1=p2:3/-@20 o2=p2:1/-@20 o2=<nil>@30 o2=<nil>@30",
+	})
+}
