@@ -191,3 +191,19 @@ func TestTableSourceFilterMapValues(t *testing.T) {
 		t.Errorf("users u2 = %v %v", v, ok)
 	}
 }
+
+// A filter whose table sends old values (here for a left join) forwards nothing for a
+// value filtered out both before and after, as Kafka Streams: no tombstone.
+func TestTableFilterWithOldValuesForwardsNoDoubleNull(t *testing.T) {
+	b := stream.NewBuilder()
+	l := stream.TableFrom(b, str, str, "l").Filter(func(_, v string) bool { return v != "bad" })
+	r := stream.TableFrom(b, str, str, "r")
+	j := stream.TableLeftJoin(l, r, func(a string, b *string) string { return a + "+" + *b }, nil)
+	stream.ToStream(j).To("out", str, nstr)
+	h := run(t, b)
+	h.pipe("r", "k", "R", 1)
+	h.pipe("l", "k", "bad", 2)
+	h.pipe("l", "k", "ok", 3)
+	h.pipe("l", "k", "bad", 4)
+	h.want("out", false, "k=ok+R@3 k=<nil>@4")
+}

@@ -146,7 +146,7 @@ func TestFKJoin(t *testing.T) {
 		{"fk-orders", "o1", "p1:2", 5},
 		{"fk-orders", "o2", "p2:1", 6},
 		{"fk-products", "p2", "Ink", 10},
-		{"fk-orders", "o1", "p2:3", 7},    // moves from p1 to p2
+		{"fk-orders", "o1", "p2:3", 7},     // moves from p1 to p2
 		{"fk-products", "p2", "<nil>", 20}, // both orders lose their product
 		{"fk-orders", "o2", "<nil>", 30},
 	}, map[string]string{
