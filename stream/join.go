@@ -136,12 +136,11 @@ func nullable[V any](v V) *V {
 func tableTableJoin[K, VL, VR, VO any](l Table[K, VL], r Table[K, VR], kind string, modeL, modeR joinMode, j func(*VL, *VR) *VO, values serde.Serde[VO], opts []Option) Table[K, VO] {
 	b := l.b
 	o := collect(opts)
-	thisName := b.newName("KTABLE-JOINTHIS-")
-	otherName := b.newName("KTABLE-JOINOTHER-")
-	if kind != "" {
-		thisName = b.newName("KTABLE-" + kind + "THIS-")
-		otherName = b.newName("KTABLE-" + kind + "OTHER-")
+	if kind == "" {
+		kind = "JOIN"
 	}
+	thisName := b.newName("KTABLE-" + kind + "THIS-")
+	otherName := b.newName("KTABLE-" + kind + "OTHER-")
 	merge := b.name(o, "KTABLE-MERGE-")
 	if modeL == joinLeft || modeL == joinOuter {
 		l.t.enableOld(true)
