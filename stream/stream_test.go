@@ -1,6 +1,8 @@
 package stream_test
 
 import (
+	"errors"
+
 	"slices"
 	"strings"
 	"testing"
@@ -206,4 +208,78 @@ func TestTableFilterWithOldValuesForwardsNoDoubleNull(t *testing.T) {
 	h.pipe("l", "k", "ok", 3)
 	h.pipe("l", "k", "bad", 4)
 	h.want("out", false, "k=ok+R@3 k=<nil>@4")
+}
+
+func TestToTopicsChoosesPerRecord(t *testing.T) {
+	b := stream.NewBuilder()
+	s := stream.From(b, str, str, []string{"in"})
+	s.ToTopics(func(k, v string) string { return "out-" + v }, []string{"out-a", "out-b"}, str, str)
+	h := run(t, b)
+	h.pipe("in", "k1", "a", 1)
+	h.pipe("in", "k2", "b", 2)
+	h.pipe("in", "k3", "a", 3)
+	h.want("out-a", false, "k1=a@1 k3=a@3")
+	h.want("out-b", false, "k2=b@2")
+	err := h.d.PipeRaw("in", []byte("k4"), []byte("c"), nil, at(4))
+	if err == nil || !strings.Contains(err.Error(), `"out-c" is not one of the declared topics`) {
+		t.Errorf("undeclared topic: err = %v", err)
+	}
+}
+
+func TestNonNullAndFromNode(t *testing.T) {
+	b := stream.NewBuilder()
+	topology.AddSource(b.Topology(), "raw", str, nstr, "in")
+	s := stream.FromNode[string, *string](b, "raw")
+	stream.NonNull(s).To("out", str, str)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := topologytest.New(topo, topologytest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	h := &harness{t: t, d: d}
+	h.pipe("in", "k1", "x", 1)
+	h.pipe("in", "k2", "<nil>", 2)
+	h.pipe("in", "k3", "", 3)
+	h.want("out", false, "k1=x@1 k3=@3")
+}
+
+// Joins record their topics as a co-partitioning group; CheckCopartitioning names both
+// topics and their partition counts when they differ.
+func TestCopartitioningChecked(t *testing.T) {
+	b := stream.NewBuilder()
+	clicks := stream.From(b, str, str, []string{"clicks"})
+	users := stream.TableFrom(b, str, str, "users")
+	stream.Join(clicks, users, func(c, u string) string { return c + u }).To("out", str, str)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := topo.CopartitionGroups(); len(g) != 1 || !slices.Equal(g[0], []string{"clicks", "users"}) {
+		t.Fatalf("co-partitioning groups %q", g)
+	}
+	counts := map[string]int32{"clicks": 4, "users": 6}
+	err = topo.CheckCopartitioning(func(topic string) (int32, error) { return counts[topic], nil })
+	if !errors.Is(err, topology.ErrNotCopartitioned) || !strings.Contains(err.Error(), `topic "clicks" has 4 partitions but "users" has 6`) {
+		t.Errorf("err = %v", err)
+	}
+	counts["users"] = 4
+	if err := topo.CheckCopartitioning(func(topic string) (int32, error) { return counts[topic], nil }); err != nil {
+		t.Errorf("equal counts: %v", err)
+	}
+}
+
+// A join after a key change without a repartition is refused at Build, naming the fix.
+func TestJoinAfterKeyChangeNeedsRepartition(t *testing.T) {
+	b := stream.NewBuilder()
+	clicks := stream.SelectKey(stream.From(b, str, str, []string{"clicks"}), func(_, v string) string { return v })
+	users := stream.TableFrom(b, str, str, "users")
+	stream.Join(clicks, users, func(c, u string) string { return c + u }).To("out", str, str)
+	_, err := b.Build()
+	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), "call Repartition on it first") {
+		t.Errorf("err = %v", err)
+	}
 }
