@@ -1,6 +1,8 @@
 package stream_test
 
 import (
+	"fmt"
+
 	"errors"
 
 	"slices"
@@ -281,5 +283,80 @@ func TestJoinAfterKeyChangeNeedsRepartition(t *testing.T) {
 	_, err := b.Build()
 	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), "call Repartition on it first") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// A stream aggregate re-grouped as a table: the aggregate must send old values, so
+// the old count is subtracted (Kafka Streams' count of counts).
+func TestStreamAggregateSendsOldValuesToTableGroupBy(t *testing.T) {
+	b := stream.NewBuilder()
+	counts := stream.From(b, str, str, []string{"w"}).GroupByKey(str, str).Count()
+	hist := stream.TableGroupBy(counts, func(w string, n int64) (string, string) { return fmt.Sprint(n), w }, str, str).Count()
+	stream.ToStream(hist).To("hist", str, ni64)
+	h := run(t, b)
+	h.pipe("w", "a", "", 1)
+	h.pipe("w", "b", "", 2)
+	h.pipe("w", "a", "", 3)
+	h.want("hist", true, "1=1@1 1=2@2 1=1@3 2=1@3")
+}
+
+// Joining a stream with tables that have no store of their own reads through them:
+// a filter, and inner and outer joins of two tables, computed on lookup.
+func TestStreamJoinReadsThroughUnmaterializedTables(t *testing.T) {
+	b := stream.NewBuilder()
+	l := stream.TableFrom(b, str, str, "l")
+	r := stream.TableFrom(b, str, str, "r")
+	clicks := stream.From(b, str, str, []string{"clicks"})
+	orDash := func(s *string) string {
+		if s == nil {
+			return "-"
+		}
+		return *s
+	}
+	j := stream.TableJoin(l, r, func(a, b string) string { return a + "+" + b }, nil)
+	o := stream.TableOuterJoin(l, r, func(a, b *string) string { return orDash(a) + "+" + orDash(b) }, nil)
+	f := l.Filter(func(_, v string) bool { return v != "x" })
+	stream.LeftJoin(clicks, j, func(c string, v *string) string { return c + "/" + orDash(v) }).To("out-j", str, str)
+	stream.LeftJoin(clicks, o, func(c string, v *string) string { return c + "/" + orDash(v) }).To("out-o", str, str)
+	stream.Join(clicks, f, func(c, v string) string { return c + "/" + v }).To("out-f", str, str)
+	h := run(t, b)
+	h.pipe("l", "k", "A", 1)
+	h.pipe("r", "k", "B", 2)
+	h.pipe("clicks", "k", "c1", 3)
+	h.pipe("l", "k", "x", 4)
+	h.pipe("clicks", "k", "c2", 5)
+	h.pipe("r", "k", "<nil>", 6)
+	h.pipe("clicks", "k", "c3", 7)
+	h.pipe("l", "k", "<nil>", 8)
+	h.pipe("clicks", "k", "c4", 9)
+	h.want("out-j", false, "k=c1/A+B@3 k=c2/x+B@5 k=c3/-@7 k=c4/-@9")
+	h.want("out-o", false, "k=c1/A+B@3 k=c2/x+B@5 k=c3/x+-@7 k=c4/-@9")
+	h.want("out-f", false, "k=c1/A@3")
+}
+
+// Materialized tables keep their results in stores that tests (and eddy.Query) read.
+func TestMaterializedJoinAndMapValues(t *testing.T) {
+	b := stream.NewBuilder()
+	l := stream.TableFrom(b, str, str, "l")
+	r := stream.TableFrom(b, str, str, "r")
+	stream.TableJoin(l, r, func(a, b string) string { return a + b }, str, stream.Materialized("joined"))
+	stream.TableMapValues(l, func(_, v string) int64 { return int64(len(v)) }, i64, stream.Materialized("lens"))
+	h := run(t, b)
+	h.pipe("l", "k", "AA", 1)
+	h.pipe("r", "k", "B", 5)
+	joined, err := topologytest.KeyValueStore[string, stream.Timestamped[string]](h.d, "joined")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := joined.Get("k"); err != nil || !ok || v.Value != "AAB" || !v.Timestamp.Equal(at(5)) {
+		t.Errorf("joined k = %v %v %v, want AAB at 5 ms", v, ok, err)
+	}
+	h.pipe("r", "k", "<nil>", 6)
+	if _, ok, _ := joined.Get("k"); ok {
+		t.Error("joined k is still there after r's tombstone")
+	}
+	lens, _ := topologytest.KeyValueStore[string, stream.Timestamped[int64]](h.d, "lens")
+	if v, ok, _ := lens.Get("k"); !ok || v.Value != 2 {
+		t.Errorf("lens k = %v %v", v, ok)
 	}
 }
