@@ -329,8 +329,10 @@ func TestStreamJoinReadsThroughUnmaterializedTables(t *testing.T) {
 	h.pipe("clicks", "k", "c3", 7)
 	h.pipe("l", "k", "<nil>", 8)
 	h.pipe("clicks", "k", "c4", 9)
-	h.want("out-j", false, "k=c1/A+B@3 k=c2/x+B@5 k=c3/-@7 k=c4/-@9")
-	h.want("out-o", false, "k=c1/A+B@3 k=c2/x+B@5 k=c3/x+-@7 k=c4/-@9")
+	h.pipe("r", "k", "B2", 10)
+	h.pipe("clicks", "k", "c5", 11)
+	h.want("out-j", false, "k=c1/A+B@3 k=c2/x+B@5 k=c3/-@7 k=c4/-@9 k=c5/-@11")
+	h.want("out-o", false, "k=c1/A+B@3 k=c2/x+B@5 k=c3/x+-@7 k=c4/-@9 k=c5/-+B2@11")
 	h.want("out-f", false, "k=c1/A@3")
 }
 
@@ -359,4 +361,18 @@ func TestMaterializedJoinAndMapValues(t *testing.T) {
 	if v, ok, _ := lens.Get("k"); !ok || v.Value != 2 {
 		t.Errorf("lens k = %v %v", v, ok)
 	}
+}
+
+// A materialized table operation takes the old value from its own store when a
+// downstream operation needs old values.
+func TestMaterializedFilterSendsOldValuesFromItsStore(t *testing.T) {
+	b := stream.NewBuilder()
+	f := stream.TableFrom(b, str, str, "l").Filter(func(_, v string) bool { return v != "x" }, stream.Materialized("kept"))
+	byValue := stream.TableGroupBy(f, func(k, v string) (string, string) { return v, k }, str, str).Count()
+	stream.ToStream(byValue).To("out", str, ni64)
+	h := run(t, b)
+	h.pipe("l", "k", "A", 1)
+	h.pipe("l", "k", "B", 2)
+	h.pipe("l", "k", "x", 3)
+	h.want("out", true, "A=1@1 A=0@2 B=1@2 B=0@3")
 }
