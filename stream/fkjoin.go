@@ -172,14 +172,16 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 			oldNull = isNull(oldFK)
 		}
 		changed := newNull != oldNull || !newNull && !sameKey(fkSerde, newFK, oldFK)
+		// Kafka Streams 4.1's SubscriptionSendProcessorSupplier, instruction for
+		// instruction.
 		if left {
 			if oldV != nil {
 				if !oldNull && changed {
-					if err := fwd(oldFK, false, deleteKeyAndPropagate); err != nil {
+					if err := fwd(oldFK, false, deleteKeyNoPropagate); err != nil {
 						return err
 					}
 				}
-				// a null new value has a null foreign key: Kafka Streams still sends it
+				// also for a deletion, whose foreign key is null: it answers with a tombstone
 				return fwd(newFK, newNull, propagateNullIfNoFKValAvailable)
 			}
 			if newV != nil {
@@ -187,24 +189,22 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 			}
 			return nil
 		}
-		if oldV != nil {
-			if oldNull {
-				return nil // Kafka Streams: skipped, null foreign key
-			}
-			if newV != nil {
-				if newNull {
-					return nil
-				}
-				if changed {
-					if err := fwd(oldFK, false, deleteKeyNoPropagate); err != nil {
-						return err
-					}
-				}
-				return fwd(newFK, false, propagateNullIfNoFKValAvailable)
-			}
+		switch {
+		case oldV != nil && oldNull && newNull:
+			return nil // skipped: null foreign key
+		case oldV != nil && oldNull:
+			return fwd(newFK, false, propagateOnlyIfFKValAvailable)
+		case oldV != nil && newNull:
 			return fwd(oldFK, false, deleteKeyAndPropagate)
-		}
-		if newV != nil && !newNull {
+		case oldV != nil && changed:
+			if err := fwd(oldFK, false, deleteKeyNoPropagate); err != nil {
+				return err
+			}
+			// "unset" the result of the old foreign key if the new one has no value
+			return fwd(newFK, false, propagateNullIfNoFKValAvailable)
+		case oldV != nil: // unchanged foreign key
+			return fwd(newFK, false, propagateOnlyIfFKValAvailable)
+		case newV != nil && !newNull:
 			return fwd(newFK, false, propagateOnlyIfFKValAvailable)
 		}
 		return nil
