@@ -360,38 +360,7 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 		}, nil
 	}), respTopic+"-topic")
 	l.t.connectGetter(respJoin)
-	var kv func(processor.StoreProvider) (interface {
-		Get(K) (Timestamped[VR], bool, error)
-		Put(K, Timestamped[VR]) error
-		Delete(K) error
-	}, error)
-	kv = func(sp processor.StoreProvider) (interface {
-		Get(K) (Timestamped[VR], bool, error)
-		Put(K, Timestamped[VR]) error
-		Delete(K) error
-	}, error) {
-		return storeIfAny[K, VR](sp, o.store)
-	}
-	topology.AddProcessor(b.tb, result, supplier(func(ctx processor.Context[K, Change[VR]]) (func(processor.Record[K, Change[VR]]) error, error) {
-		st, err := kv(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return func(rec processor.Record[K, Change[VR]]) error {
-			if st != nil {
-				var err error
-				if rec.Value.New == nil {
-					err = st.Delete(rec.Key)
-				} else {
-					err = st.Put(rec.Key, Timestamped[VR]{Value: *rec.Value.New, Timestamp: rec.Timestamp})
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return ctx.Forward(rec)
-		}, nil
-	}), respJoin)
+	topology.AddProcessor(b.tb, result, materializer[K, VR](o.store), respJoin)
 	// eddy sizes repartition topics by their writer, not by the right table, so both
 	// tables must have equal partition counts.
 	b.copartition(l.t.sources, r.t.sources)

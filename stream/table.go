@@ -108,12 +108,7 @@ func TableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V],
 			if err != nil {
 				return err
 			}
-			if r.Value == nil {
-				err = kv.Delete(r.Key)
-			} else {
-				err = kv.Put(r.Key, Timestamped[V]{Value: *r.Value, Timestamp: r.Timestamp})
-			}
-			if err != nil {
+			if err := putOrDelete(kv, r.Key, r.Value, r.Timestamp); err != nil {
 				return err
 			}
 			c := Change[V]{New: r.Value}
@@ -180,13 +175,7 @@ func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values s
 				}
 			}
 			if kv != nil {
-				var err error
-				if c.New == nil {
-					err = kv.Delete(r.Key)
-				} else {
-					err = kv.Put(r.Key, Timestamped[V2]{Value: *c.New, Timestamp: r.Timestamp})
-				}
-				if err != nil {
+				if err := putOrDelete(kv, r.Key, c.New, r.Timestamp); err != nil {
 					return err
 				}
 			}
