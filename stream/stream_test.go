@@ -376,3 +376,71 @@ func TestMaterializedFilterSendsOldValuesFromItsStore(t *testing.T) {
 	h.pipe("l", "k", "x", 3)
 	h.want("out", true, "A=1@1 A=0@2 B=1@2 B=0@3")
 }
+
+// ToTable keeps the latest value per key; nil deletes; after a key change it reads
+// through a repartition topic.
+func TestToTable(t *testing.T) {
+	b := stream.NewBuilder()
+	s := stream.From(b, str, nstr, []string{"in"})
+	byValue := stream.SelectKey(s, func(k string, v *string) string {
+		if v == nil {
+			return k
+		}
+		return *v
+	})
+	tab := stream.ToTable(byValue, str, str, stream.Materialized("latest"))
+	stream.ToStream(tab).To("out", str, nstr)
+	h := run(t, b)
+	h.pipe("in", "k1", "a", 1)
+	h.pipe("in", "k2", "a", 2)
+	h.pipe("in", "x", "<nil>", 3)
+	h.want("out", false, "a=a@1 a=a@2 x=<nil>@3")
+	latest, err := topologytest.KeyValueStore[string, stream.Timestamped[string]](h.d, "latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, _ := latest.Get("a"); !ok || !v.Timestamp.Equal(at(2)) {
+		t.Errorf("latest a = %v %v", v, ok)
+	}
+	if reparts := len(h.d.Records("topologytest-KSTREAM-TOTABLE-REPARTITION-0000000002-repartition")); reparts != 3 {
+		t.Errorf("%d records went through the repartition topic, want 3", reparts)
+	}
+}
+
+// A processor-API node reads a DSL table's store as Timestamped values.
+func TestProcessorAPIReadsDSLStore(t *testing.T) {
+	b := stream.NewBuilder()
+	users := stream.TableFrom(b, str, str, "users", stream.Materialized("users"))
+	clicks := stream.From(b, str, str, []string{"clicks"})
+	out := stream.Process(clicks, processor.Supplier[string, string, string, string](func() processor.Processor[string, string, string, string] {
+		return &userLookup{}
+	}), []string{users.StoreName()})
+	out.To("out", str, str)
+	h := run(t, b)
+	h.pipe("users", "u1", "Ann", 7)
+	h.pipe("clicks", "u1", "c", 9)
+	h.want("out", false, "u1=Ann@7@9")
+}
+
+type userLookup struct {
+	ctx   processor.Context[string, string]
+	users interface {
+		Get(string) (stream.Timestamped[string], bool, error)
+	}
+}
+
+func (p *userLookup) Init(ctx processor.Context[string, string]) (err error) {
+	p.ctx = ctx
+	p.users, err = processor.KeyValueStore[string, stream.Timestamped[string]](ctx, "users")
+	return err
+}
+
+func (p *userLookup) Process(r processor.Record[string, string]) error {
+	u, _, err := p.users.Get(r.Key)
+	if err != nil {
+		return err
+	}
+	return p.ctx.Forward(processor.WithValue(r, fmt.Sprintf("%s@%d", u.Value, u.Timestamp.Sub(t0).Milliseconds())))
+}
+
+func (p *userLookup) Close() error { return nil }

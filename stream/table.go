@@ -84,14 +84,33 @@ func storeGetter[K, V any](store string) func(sp processor.StoreProvider) (gette
 func TableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V], topic string, opts ...Option) Table[K, V] {
 	o := collect(opts)
 	source := b.name(o, "KSTREAM-SOURCE-")
+	topology.AddSource(b.tb, source, keys, serde.Nullable(values), topic)
+	return tableSource(b, source, []string{topic}, topic, keys, values, o)
+}
+
+// ToTable turns a stream into a table of its latest value per key (KStream.toTable): a
+// nil value deletes its key, and records with a null key are dropped. When the key may
+// have changed upstream, the stream goes through a repartition topic first, as in
+// Kafka Streams. The table's store is named …-STATE-STORE-000000000N unless
+// Materialized.
+func ToTable[K, V any](s Stream[K, *V], keys serde.Serde[K], values serde.Serde[V], opts ...Option) Table[K, V] {
+	o := collect(opts)
+	o.name = ""
+	if s.keyChanged {
+		s = repartition(s, s.b.newName("KSTREAM-TOTABLE-REPARTITION-"), keys, serde.Nullable(values))
+	}
+	return tableSource(s.b, s.node, s.sources, "KSTREAM-TOTABLE", keys, values, o)
+}
+
+// tableSource adds Kafka Streams' KTableSource after parent: it keeps each key's
+// latest value in the table's store and forwards the change.
+func tableSource[K, V any](b *Builder, parent string, sources []string, storePrefix string, keys serde.Serde[K], values serde.Serde[V], o options) Table[K, V] {
 	node := b.newName("KTABLE-SOURCE-")
 	store := o.store
 	if store == "" {
-		store = b.newName("") // Kafka Streams: <topic>-STATE-STORE-000000000N
-		store = topic + "-STATE-STORE-" + store
+		store = b.newName(storePrefix + "-STATE-STORE-") // Kafka Streams: <topic>-STATE-STORE-000000000N
 	}
-	topology.AddSource(b.tb, source, keys, serde.Nullable(values), topic)
-	info := &tableInfo[K, V]{node: node, sources: []string{topic}, keys: keys, values: values}
+	info := &tableInfo[K, V]{node: node, sources: sources, keys: keys, values: values}
 	info.enableOld = func(bool) bool { info.sendOld = true; return true }
 	topology.AddProcessor(b.tb, node, supplier(func(ctx processor.Context[K, Change[V]]) (func(processor.Record[K, *V]) error, error) {
 		kv, err := processor.KeyValueStore[K, Timestamped[V]](ctx, store)
@@ -117,7 +136,7 @@ func TableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V],
 			}
 			return ctx.Forward(processor.WithValue(r, c))
 		}, nil
-	}), source)
+	}), parent)
 	info.store = addStore(b, store, keys, values, o, node)
 	info.getter = storeGetter[K, V](store)
 	info.getterStores = []*pendingStore{info.store}
