@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/fnv"
 
 	"github.com/eddy-streams/eddy/processor"
@@ -330,7 +329,6 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 	respJoin := b.newName("KTABLE-FK-JOIN-OUTPUT-")
 	result := b.name(o, "KTABLE-FK-JOIN-RESULT-")
 	res := &tableInfo[K, VR]{node: result, keys: pkSerde, values: values, sources: l.t.sources}
-	res.enableOld = func(bool) bool { return false }
 	topology.AddProcessor(b.tb, respJoin, supplier(func(ctx processor.Context[K, Change[VR]]) (func(processor.Record[K, response[VO]]) error, error) {
 		get, err := l.t.getter(ctx)
 		if err != nil {
@@ -360,21 +358,58 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 		}, nil
 	}), respTopic+"-topic")
 	l.t.connectGetter(respJoin)
-	topology.AddProcessor(b.tb, result, materializer[K, VR](o.store), respJoin)
+	// The result node is Kafka Streams' KTableSource: materialized when asked, or when
+	// a downstream operation needs old values or lookups.
+	resStore := o.store
+	res.materialize = func() {
+		if resStore != "" && res.store != nil {
+			return
+		}
+		if values == nil {
+			b.fail("%s: an operation downstream reads the foreign-key join's results, so they must be kept in a store: pass the value serde", result)
+			return
+		}
+		if resStore == "" {
+			resStore = b.newName("KTABLE-FK-JOIN-OUTPUT-STATE-STORE-")
+		}
+		res.store = addStore(b, resStore, pkSerde, values, o, result)
+		res.getter = storeGetter[K, VR](resStore)
+		res.getterStores = []*pendingStore{res.store}
+	}
+	res.enableOld = func(bool) bool {
+		res.materialize()
+		res.sendOld = true
+		return true
+	}
+	topology.AddProcessor(b.tb, result, supplier(func(ctx processor.Context[K, Change[VR]]) (func(processor.Record[K, Change[VR]]) error, error) {
+		if resStore == "" {
+			return func(r processor.Record[K, Change[VR]]) error { return ctx.Forward(r) }, nil
+		}
+		kv, err := processor.KeyValueStore[K, Timestamped[VR]](ctx, resStore)
+		if err != nil {
+			return nil, err
+		}
+		sendOld := res.sendOld
+		return func(r processor.Record[K, Change[VR]]) error {
+			old, had, err := kv.Get(r.Key)
+			if err != nil {
+				return err
+			}
+			if err := putOrDelete(kv, r.Key, r.Value.New, r.Timestamp); err != nil {
+				return err
+			}
+			c := Change[VR]{New: r.Value.New}
+			if sendOld && had {
+				c.Old = &old.Value
+			}
+			return ctx.Forward(processor.WithValue(r, c))
+		}, nil
+	}), respJoin)
 	// eddy sizes repartition topics by their writer, not by the right table, so both
 	// tables must have equal partition counts.
 	b.copartition(l.t.sources, r.t.sources)
-	if o.store != "" {
-		if values == nil {
-			b.fail("%s: Materialized(%q) needs the value serde: pass it", result, o.store)
-		}
-		res.store = addStore(b, o.store, pkSerde, values, o, result)
-		res.getter = storeGetter[K, VR](o.store)
-		res.getterStores = []*pendingStore{res.store}
-	} else {
-		res.getter = func(processor.StoreProvider) (getterFunc[K, VR], error) {
-			return nil, fmt.Errorf("the result of foreign-key join %q is not materialized: give it Materialized to read it", result)
-		}
+	if resStore != "" {
+		res.materialize()
 	}
 	return Table[K, VR]{b: b, t: res}
 }

@@ -444,3 +444,27 @@ func (p *userLookup) Process(r processor.Record[string, string]) error {
 }
 
 func (p *userLookup) Close() error { return nil }
+
+// A foreign-key join's result keeps a store when an operation downstream needs old
+// values (here a re-grouping), as Kafka Streams materializes it; without a value serde
+// Build says what to pass.
+func TestForeignKeyJoinResultMaterializedOnDemand(t *testing.T) {
+	build := func(values serde.Serde[string]) *stream.Builder {
+		b := stream.NewBuilder()
+		orders := stream.TableFrom(b, str, str, "orders")
+		products := stream.TableFrom(b, str, str, "products")
+		j := stream.ForeignKeyJoin(orders, products, func(o string) string { p, _, _ := strings.Cut(o, ":"); return p },
+			func(o, p string) string { return p }, values)
+		byName := stream.TableGroupBy(j, func(k, v string) (string, string) { return v, k }, str, str).Count()
+		stream.ToStream(byName).To("out", str, ni64)
+		return b
+	}
+	if _, err := build(nil).Build(); err == nil || !strings.Contains(err.Error(), "pass the value serde") {
+		t.Errorf("Build without the value serde: %v", err)
+	}
+	h := run(t, build(str))
+	h.pipe("products", "p1", "Pen", 1)
+	h.pipe("orders", "o1", "p1:2", 2)
+	h.pipe("products", "p1", "Ink", 3)
+	h.want("out", true, "Pen=1@2 Pen=0@3 Ink=1@3")
+}

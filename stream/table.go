@@ -44,6 +44,9 @@ type tableInfo[K, V any] struct {
 	sources      []string
 	keys         serde.Serde[K] // nil when unknown
 	values       serde.Serde[V] // nil when unknown
+	// materialize, when set, gives the table a store on demand (a lookup or old values
+	// downstream), as Kafka Streams materializes a KTableSource.
+	materialize func()
 }
 
 // Name is the graph node that forwards the table's changes, as (K, Change[V]) records.
@@ -59,6 +62,9 @@ func (t Table[K, V]) StoreName() string {
 }
 
 func (t *tableInfo[K, V]) connectGetter(nodes ...string) {
+	if t.materialize != nil {
+		t.materialize()
+	}
 	for _, st := range t.getterStores {
 		st.connect(nodes...)
 	}
