@@ -468,3 +468,18 @@ func TestForeignKeyJoinResultMaterializedOnDemand(t *testing.T) {
 	h.pipe("products", "p1", "Ink", 3)
 	h.want("out", true, "Pen=1@2 Pen=0@3 Ink=1@3")
 }
+
+// A stream joined with a foreign-key join's result looks it up in a store made for it.
+func TestStreamJoinWithForeignKeyJoinResult(t *testing.T) {
+	b := stream.NewBuilder()
+	orders := stream.TableFrom(b, str, str, "orders")
+	products := stream.TableFrom(b, str, str, "products")
+	j := stream.ForeignKeyJoin(orders, products, func(o string) string { p, _, _ := strings.Cut(o, ":"); return p },
+		func(o, p string) string { return o + "/" + p }, str)
+	stream.Join(stream.From(b, str, str, []string{"events"}), j, func(e, v string) string { return e + "=" + v }).To("out", str, str)
+	h := run(t, b)
+	h.pipe("products", "p1", "Pen", 1)
+	h.pipe("orders", "o1", "p1:2", 2)
+	h.pipe("events", "o1", "shipped", 3)
+	h.want("out", false, "o1=shipped=p1:2/Pen@3")
+}
