@@ -82,6 +82,17 @@ func (b *Builder) name(o options, prefix string) string {
 	return b.newName(prefix)
 }
 
+// nodeName names the node of an operation that keeps no store: only Named applies;
+// a store option is reported, as it would be silently meaningless.
+func (b *Builder) nodeName(opts []Option, prefix string) string {
+	o := collect(opts)
+	name := b.name(o, prefix)
+	if o.store != "" || o.inMemory || o.withoutChangelog {
+		b.fail("%s: Materialized, InMemory and WithoutChangelog apply to operations that make a table; this one keeps no store", name)
+	}
+	return name
+}
+
 // pendingStore is a store added at Build, when every processor that reads it is known.
 type pendingStore struct {
 	name       string

@@ -15,7 +15,7 @@ func streamTableJoin[K, V, VT, VR any](s Stream[K, V], t Table[K, VT], prefix st
 	if s.keyChanged {
 		b.fail("join of stream %q with table %q: the stream's key may have changed upstream (%s), so it may not be partitioned like the table: call Repartition on it first", s.node, t.t.node, "selectKey, map, flatMap or process")
 	}
-	name := b.name(collect(opts), prefix)
+	name := b.nodeName(opts, prefix)
 	info := t.t
 	topology.AddProcessor(b.tb, name, supplier(func(ctx processor.Context[K, VR]) (func(processor.Record[K, V]) error, error) {
 		get, err := info.getter(ctx)

@@ -483,3 +483,12 @@ func TestStreamJoinWithForeignKeyJoinResult(t *testing.T) {
 	h.pipe("events", "o1", "shipped", 3)
 	h.want("out", false, "o1=shipped=p1:2/Pen@3")
 }
+
+func TestStoreOptionOnStatelessOperationIsReported(t *testing.T) {
+	b := stream.NewBuilder()
+	stream.From(b, str, str, []string{"in"}).Filter(func(string, string) bool { return true }, stream.Materialized("x")).To("out", str, str)
+	_, err := b.Build()
+	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), "KSTREAM-FILTER-0000000001: Materialized, InMemory and WithoutChangelog apply to operations that make a table") {
+		t.Errorf("err = %v", err)
+	}
+}

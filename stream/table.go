@@ -276,7 +276,7 @@ func TableMapValues[K, V, V2 any](t Table[K, V], fn func(K, V) V2, values serde.
 // It is a function, not a method, because Go forbids the cycle Table[K, V] → Stream[K,
 // *V] → Table[K, *V] → … among methods of generic types.
 func ToStream[K, V any](t Table[K, V], opts ...Option) Stream[K, *V] {
-	name := t.b.name(collect(opts), "KTABLE-TOSTREAM-")
+	name := t.b.nodeName(opts, "KTABLE-TOSTREAM-")
 	topology.AddProcessor(t.b.tb, name, stateless(func(ctx processor.Context[K, *V], r processor.Record[K, Change[V]]) error {
 		return ctx.Forward(processor.WithValue(r, r.Value.New))
 	}), t.t.node)
