@@ -26,8 +26,8 @@ type randomInput struct {
 }
 
 func (g randomInput) key(prefix string, n int) string { return prefix + strconv.Itoa(g.r.IntN(n)) }
-func (g randomInput) ms() int64                      { return g.r.Int64N(1000) }
-func (g randomInput) tomb(p float64) bool            { return g.r.Float64() < p }
+func (g randomInput) ms() int64                       { return g.r.Int64N(1000) }
+func (g randomInput) tomb(p float64) bool             { return g.r.Float64() < p }
 
 // feed runs build on inputs and returns each topic's compacted state (value "<nil>"
 // never appears: tombstones delete); long topics are rendered as numbers.
