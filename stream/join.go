@@ -169,12 +169,11 @@ func tableTableJoin[K, VL, VR, VO any](l Table[K, VL], r Table[K, VR], kind stri
 		}
 		res.store = addStore(b, store, l.t.keys, values, o, merge)
 		res.getter = storeGetter[K, VO](store)
-		res.getterStores = []*pendingStore{res.store}
 		return Table[K, VO]{b: b, t: res}
 	}
 	// Not materialized: read both sides and join on the fly, as Kafka Streams' join
 	// value getters do.
-	res.getterStores = append(append([]*pendingStore(nil), l.t.getterStores...), r.t.getterStores...)
+	res.derivedFrom = []lookupSource{l.t, r.t}
 	res.getter = func(sp processor.StoreProvider) (getterFunc[K, VO], error) {
 		gl, err := l.t.getter(sp)
 		if err != nil {
