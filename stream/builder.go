@@ -24,8 +24,6 @@ type Builder struct {
 	errs     []error
 	// copartitions are groups of source topics that must have equal partition counts.
 	copartitions [][]string
-	// finish runs at Build, in order: checks that need the whole graph.
-	finish []func() error
 }
 
 // NewBuilder returns an empty Builder.
@@ -51,11 +49,6 @@ func (b *Builder) Build() (*topology.Topology, error) {
 	b.connects = nil
 	for _, g := range b.copartitions {
 		b.tb.Copartition(g...)
-	}
-	for _, f := range b.finish {
-		if err := f(); err != nil {
-			return nil, fmt.Errorf("%w: %w", topology.ErrInvalid, err)
-		}
 	}
 	return b.tb.Build()
 }
