@@ -13,8 +13,8 @@ type GroupedStream[K, V any] struct {
 	keys   serde.Serde[K]
 	values serde.Serde[V]
 	// repartition: the key changed upstream, so the aggregation reads the stream
-	// through a repartition topic; repartitioned is that stream once made (the
-	// aggregations of one grouped stream share it, as in Kafka Streams).
+	// through a repartition topic; repartitioned is that stream once made, when the
+	// grouping is Named (only then do its aggregations share it, as in Kafka Streams).
 	repartition   bool
 	repartitioned *Stream[K, V]
 	name          string // Named, for the repartition topic
