@@ -18,6 +18,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/changelog"
+	wordcountdsl "github.com/eddy-streams/eddy/examples/wordcount/dsl"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/processor"
@@ -40,6 +41,8 @@ func buildTopology(spec *childSpec, seen func(processor.TaskID)) (*topology.Topo
 		return b.Build()
 	case "wordcount":
 		return wordcount.TopologyFor(spec.Input, spec.Output)
+	case "wordcount-dsl": // the same word count in the stream DSL
+		return wordcountdsl.TopologyFor(spec.Input, spec.Output)
 	case "kv-put", "kv-get":
 		put := spec.Topology == "kv-put"
 		b := topology.NewBuilder()
