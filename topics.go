@@ -13,6 +13,7 @@ import (
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/topology"
 )
 
 // prepareTopics checks the user topics and creates the internal ones:
@@ -52,6 +53,22 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 		return fmt.Errorf("%w: %s; eddy does not create user topics", ErrMissingTopic, strings.Join(missing, "; "))
 	}
 
+	// Topics joined by key (the DSL declares them) must be co-partitioned; the error
+	// names both topics. Internal topics of a group are sized below, so only the user
+	// topics are compared here.
+	err = rt.app.topo.CheckCopartitioning(func(topic string) (int32, error) {
+		if n, ok := counts[topic]; ok {
+			return n, nil
+		}
+		return 0, ErrMissingTopic
+	})
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if errors.Is(e, topology.ErrNotCopartitioned) {
+				return fmt.Errorf("%w: %w", ErrPartitionMismatch, e)
+			}
+		}
+	}
 	// Task counts from user source topics.
 	tasks := map[int]int32{}
 	for _, s := range rt.g.Subtopologies {
