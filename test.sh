@@ -4,7 +4,7 @@
 # single-node Apache Kafka 4.1 (started from Maven Central jars by
 # integration/kafka.sh, needs Java 17+ and Maven).
 #
-#   ./test.sh                         # go test -race -timeout 30m ./...
+#   ./test.sh                         # cross-builds (darwin, windows), then go test -race -timeout 30m ./...
 #   ./test.sh -run TestFencing ./kafkatest/   # other go test arguments
 #
 # The broker listens on 127.0.0.1:19092 (EDDY_KAFKA_PORT to change). A broker
@@ -37,6 +37,12 @@ fi
 
 if (($# == 0)); then
 	set -- ./...
+	# eddy is a library: it must build wherever Go does (the integration harnesses are
+	# Linux/Unix-only and say so with build tags).
+	for goos in darwin windows; do
+		step "GOOS=$goos go build ./..."
+		GOOS=$goos go build ./...
+	done
 fi
 step "EDDY_TEST_BROKERS=$addr go test -race -timeout 30m $*"
 set +e
