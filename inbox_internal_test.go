@@ -1,0 +1,108 @@
+package eddy
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+func msg(topic string, offset int64, ts int64) *sarama.ConsumerMessage {
+	return &sarama.ConsumerMessage{Topic: topic, Offset: offset, Timestamp: time.UnixMilli(ts)}
+}
+
+// The committed offset of a topic is the largest of the claim's start, the task's
+// commits and its offsets record, and it never moves back within the task's life: not
+// when a coordinator answers a stale offset to a later claim, not across sessions.
+func TestInboxStartNeverMovesBack(t *testing.T) {
+	in := newInbox()
+	in.reset()
+	in.start("a", 10, nil)
+	if got := in.startOf("a"); got != 10 {
+		t.Fatalf("after the claim: %d, want 10", got)
+	}
+	in.committed("a", 25)
+	in.committed("a", 20) // older: ignored
+	in.setFloor("a", 22)  // lower than what the task committed: no effect
+	if got := in.startOf("a"); got != 25 {
+		t.Fatalf("after commits 25 then 20 and a floor 22: %d, want 25", got)
+	}
+	in.reset()            // a new session of the same task
+	in.start("a", 3, nil) // a coordinator answering a stale offset
+	if got := in.startOf("a"); got != 25 {
+		t.Errorf("a new session's stale claim moved the start back to %d, want 25", got)
+	}
+	in.setFloor("a", 30)
+	if got := in.startOf("a"); got != 30 {
+		t.Errorf("floor 30: %d", got)
+	}
+	in.forget("a") // the topic was recreated: only this session's claim counts
+	if got := in.startOf("a"); got != 3 {
+		t.Errorf("after forget: %d, want the claim's 3", got)
+	}
+	if got := in.startOf("unknown"); got != -1 {
+		t.Errorf("a topic with no start: %d, want -1", got)
+	}
+}
+
+// pop hands out records in timestamp order across the task's partitions (ties by topic)
+// and drops those below the committed offset.
+func TestInboxPopOrdersAndSkipsCommitted(t *testing.T) {
+	in := newInbox()
+	in.reset()
+	in.start("a", 0, nil)
+	in.start("b", 0, nil)
+	in.committed("b", 2)
+	ctx := context.Background()
+	for _, m := range []*sarama.ConsumerMessage{msg("a", 0, 5), msg("a", 1, 9), msg("a", 2, 9)} {
+		in.push(ctx, m)
+	}
+	for _, m := range []*sarama.ConsumerMessage{msg("b", 1, 1), msg("b", 2, 9), msg("b", 3, 2)} {
+		in.push(ctx, m)
+	}
+	var got []string
+	for {
+		m, ok := in.pop()
+		if !ok {
+			break
+		}
+		got = append(got, m.Topic+string(rune('0'+m.Offset)))
+	}
+	// b1 is below b's committed offset 2. Heads: a0(5) b2(9) → a0; a1(9) b2(9) → a1 (tie:
+	// topic a first); a2(9) b2(9) → a2; then b2, b3.
+	want := []string{"a0", "a1", "a2", "b2", "b3"}
+	if len(got) != len(want) {
+		t.Fatalf("popped %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("popped %v, want %v", got, want)
+		}
+	}
+	if n := in.lag(); len(n) != 0 {
+		t.Errorf("lag without high-water marks: %v", n)
+	}
+}
+
+// A closed inbox drops pushes instead of blocking its claim.
+func TestInboxClosedDropsPushes(t *testing.T) {
+	in := newInbox()
+	in.reset()
+	in.close()
+	done := make(chan struct{})
+	go func() {
+		for i := range inboxLimit + 10 {
+			in.push(context.Background(), msg("a", int64(i), 0))
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("push blocked on a closed inbox")
+	}
+	if _, ok := in.pop(); ok {
+		t.Error("a closed inbox handed out a record")
+	}
+}
