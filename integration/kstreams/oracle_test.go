@@ -221,3 +221,39 @@ func TestWords(t *testing.T) {
 		}
 	}
 }
+
+// Diff sees every kind of difference the contract names, and none where there is none.
+func TestDiff(t *testing.T) {
+	base := []Record{str("t", "k", ptr("v"), 5), str("t", "k2", ptr(""), 6)}
+	same := []Record{str("t", "k", ptr("v"), 5), str("t", "k2", ptr(""), 6)}
+	if d := Diff(map[string][]Record{"t": base}, map[string][]Record{"t": same}); d != "" {
+		t.Errorf("equal outputs differ:\n%s", d)
+	}
+	for name, other := range map[string][]Record{
+		"timestamp":             {str("t", "k", ptr("v"), 6), str("t", "k2", ptr(""), 6)},
+		"value bytes":           {str("t", "k", ptr("w"), 5), str("t", "k2", ptr(""), 6)},
+		"key bytes":             {str("t", "K", ptr("v"), 5), str("t", "k2", ptr(""), 6)},
+		"tombstone vs empty":    {str("t", "k", ptr("v"), 5), str("t", "k2", nil, 6)},
+		"order":                 {str("t", "k2", ptr(""), 6), str("t", "k", ptr("v"), 5)},
+		"a record missing":      {str("t", "k", ptr("v"), 5)},
+		"a record too many":     {str("t", "k", ptr("v"), 5), str("t", "k2", ptr(""), 6), str("t", "k2", ptr(""), 6)},
+		"null key vs empty key": {{Topic: "t", Key: nil, Value: []byte("v"), Timestamp: time.UnixMilli(5)}, str("t", "k2", ptr(""), 6)},
+	} {
+		if name == "null key vs empty key" {
+			base := []Record{{Topic: "t", Key: []byte{}, Value: []byte("v"), Timestamp: time.UnixMilli(5)}, str("t", "k2", ptr(""), 6)}
+			if Diff(map[string][]Record{"t": base}, map[string][]Record{"t": other}) == "" {
+				t.Errorf("%s: no difference reported", name)
+			}
+			continue
+		}
+		if Diff(map[string][]Record{"t": base}, map[string][]Record{"t": other}) == "" {
+			t.Errorf("%s: no difference reported", name)
+		}
+	}
+	if Diff(map[string][]Record{"t": base}, map[string][]Record{"t": base, "u": nil}) == "" {
+		t.Error("an extra topic on eddy's side: no difference reported")
+	}
+	if Diff(map[string][]Record{"t": base, "u": nil}, map[string][]Record{"t": base}) == "" {
+		t.Error("a topic missing on eddy's side: no difference reported")
+	}
+}
