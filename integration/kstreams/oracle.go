@@ -65,7 +65,7 @@ type Oracle struct {
 // Start builds the oracle if its cache holds no jar for the current sources, then starts
 // its JVM. ctx bounds the build and the start, not the JVM's life: Close ends it.
 func Start(ctx context.Context, opts Options) (*Oracle, error) {
-	jar, err := Build(ctx, opts.CacheDir)
+	classpath, err := Build(ctx, opts.CacheDir)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func Start(ctx context.Context, opts Options) (*Oracle, error) {
 		exited: make(chan struct{}),
 	}
 	// One thread of GC: the machine is shared, and requests are small.
-	o.cmd = exec.Command(java, "-XX:+UseSerialGC", "-Xmx512m", "-Duser.language=en", "-jar", jar)
+	o.cmd = exec.Command(java, "-XX:+UseSerialGC", "-Xmx512m", "-Duser.language=en", "-cp", classpath, mainClass)
 	o.cmd.Stderr = o.stderr
 	o.stdin, err = o.cmd.StdinPipe()
 	if err != nil {
@@ -90,7 +90,7 @@ func Start(ctx context.Context, opts Options) (*Oracle, error) {
 		return nil, err
 	}
 	if err := o.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("kstreams: starting the oracle (%s -jar %s): %w", java, jar, err)
+		return nil, fmt.Errorf("kstreams: starting the oracle (%s -cp %s %s): %w", java, classpath, mainClass, err)
 	}
 	// The reader ends at the end of stdout, that is when the JVM exits (Close ends it).
 	go func() {
@@ -237,10 +237,14 @@ func decode(s *string) ([]byte, error) {
 	return b, err
 }
 
-// Build makes sure the oracle's jar for the embedded sources is in cacheDir (default
-// <os.UserCacheDir>/eddy/kstreams-oracle) and returns its path. The first build runs
+const mainClass = "io.github.eddystreams.oracle.Main"
+
+// Build makes sure the oracle for the embedded sources is built in cacheDir (default
+// <os.UserCacheDir>/eddy/kstreams-oracle) and returns the Java class path to run it:
+// its jar, then its dependencies in the local Maven repository. The first build runs
 // `mvn -q -B package`, which downloads Kafka Streams and the Maven plugins from Maven
-// Central into ~/.m2 (about 30 s); later builds of other source versions reuse ~/.m2.
+// Central into ~/.m2; later builds reuse ~/.m2. A build whose dependencies have since
+// left ~/.m2 is built again.
 func Build(ctx context.Context, cacheDir string) (string, error) {
 	if cacheDir == "" {
 		base, err := os.UserCacheDir()
@@ -254,10 +258,10 @@ func Build(ctx context.Context, cacheDir string) (string, error) {
 		return "", err
 	}
 	dir := filepath.Join(cacheDir, version)
-	jar := filepath.Join(dir, "target", "kstreams-oracle.jar")
-	if _, err := os.Stat(jar); err == nil {
-		return jar, nil
+	if cp, err := classpath(dir); err == nil {
+		return cp, nil
 	}
+	os.RemoveAll(dir) // incomplete, or its dependencies are gone
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
 		return "", fmt.Errorf("%w: Maven (mvn) is not on PATH; install Maven 3 and Java 17+ (.ci/run does)", ErrBuild)
@@ -286,13 +290,39 @@ func Build(ctx context.Context, cacheDir string) (string, error) {
 			"(https://repo.maven.apache.org) or a ~/.m2 that already holds kafka-streams 4.1.1 and the "+
 			"plugins; the output ends:\n%s", ErrBuild, tmp, err, tail(out, 40))
 	}
+	if _, err := classpath(tmp); err != nil {
+		return "", fmt.Errorf("%w: `mvn package` in %s succeeded but: %v", ErrBuild, tmp, err)
+	}
 	if err := os.Rename(tmp, dir); err != nil {
-		if _, statErr := os.Stat(jar); statErr == nil {
-			return jar, nil // another build won the race
+		if cp, err := classpath(dir); err == nil {
+			return cp, nil // another build won the race
 		}
 		return "", fmt.Errorf("%w: %v", ErrBuild, err)
 	}
-	return jar, nil
+	return classpath(dir)
+}
+
+// classpath is the class path of the oracle built in dir, if the jar and every
+// dependency it lists are there.
+func classpath(dir string) (string, error) {
+	jar := filepath.Join(dir, "target", "kstreams-oracle.jar")
+	if _, err := os.Stat(jar); err != nil {
+		return "", err
+	}
+	deps, err := os.ReadFile(filepath.Join(dir, "target", "classpath.txt"))
+	if err != nil {
+		return "", err
+	}
+	list := filepath.SplitList(strings.TrimSpace(string(deps)))
+	if len(list) == 0 {
+		return "", errors.New("target/classpath.txt lists no dependencies")
+	}
+	for _, p := range list {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("a dependency is missing: %w", err)
+		}
+	}
+	return strings.Join(append([]string{jar}, list...), string(os.PathListSeparator)), nil
 }
 
 // sourcesVersion is a hash of the embedded sources: a changed topology rebuilds the jar.
