@@ -1,6 +1,7 @@
 package kstreams
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -79,31 +80,19 @@ func (c *maxTSCounter) Process(r processor.Record[string, string]) error {
 
 func (c *maxTSCounter) Close() error { return nil }
 
-// differential runs input through Kafka Streams' topology and eddy's topo and fails
-// the test with the difference, and with the input shrunk to a small one that still
-// differs, if the outputs are not the same.
+// differential fails the test with Compare's report if eddy's topo and Kafka Streams'
+// topology name give different output on input.
 func differential(t *testing.T, name string, topo *topology.Topology, input []Record) {
 	t.Helper()
-	outputs := Outputs[name]
-	differs := func(in []Record) string {
-		want := runOracle(t, name, in)
-		got, err := RunTopologyTest(topo, in, outputs)
-		if err != nil {
-			return "eddy failed: " + err.Error()
-		}
-		return Diff(want, got)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	report, err := startOracle(t).Compare(ctx, name, topo, input)
+	if err != nil {
+		t.Fatal(err)
 	}
-	d := differs(input)
-	if d == "" {
-		return
+	if report != "" {
+		t.Error(report)
 	}
-	small := Shrink(input, 300, func(in []Record) bool { return differs(in) != "" })
-	var sb strings.Builder
-	for _, r := range small {
-		sb.WriteString("  " + r.String() + "\n")
-	}
-	t.Errorf("%s: eddy's output differs from Kafka Streams' on %d input records:\n%s\nthe input shrunk to %d records that still differ:\n%s%s",
-		name, len(input), d, len(small), sb.String(), differs(small))
 }
 
 // eddy's processor API, running T1 to Kafka Streams' rules, gives Kafka Streams' output

@@ -1,0 +1,50 @@
+package kstreams
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/eddy-streams/eddy/topology"
+)
+
+// Compare runs input through Kafka Streams' topology name (in the oracle) and through
+// topo (eddy's version of it, in topologytest) and compares their output topics. It
+// returns "" when they are equal; otherwise a report of the differences (see Diff) and
+// of the input shrunk (see Shrink, up to 300 more runs) to a few records that still
+// differ. An error means the oracle could not run the case.
+func (o *Oracle) Compare(ctx context.Context, name string, topo *topology.Topology, input []Record) (string, error) {
+	outputs, ok := Outputs[name]
+	if !ok {
+		return "", fmt.Errorf("kstreams: unknown topology %q", name)
+	}
+	var oracleErr error
+	differs := func(in []Record) string {
+		want, err := o.Run(ctx, name, in)
+		if err != nil {
+			oracleErr = err
+			return ""
+		}
+		got, err := RunTopologyTest(topo, in, outputs)
+		if err != nil {
+			return "eddy failed: " + err.Error() + "\n"
+		}
+		return Diff(want, got)
+	}
+	report := differs(input)
+	if oracleErr != nil || report == "" {
+		return "", oracleErr
+	}
+	small := Shrink(input, 300, func(in []Record) bool { return oracleErr == nil && differs(in) != "" })
+	if oracleErr != nil {
+		return "", oracleErr
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: eddy's output differs from Kafka Streams' on %d input records:\n%s", name, len(input), report)
+	fmt.Fprintf(&sb, "the input shrunk to %d records that still differ:\n", len(small))
+	for _, r := range small {
+		fmt.Fprintf(&sb, "  %s\n", r)
+	}
+	sb.WriteString(differs(small))
+	return sb.String(), oracleErr
+}
