@@ -173,7 +173,7 @@ func (b *Builder) Build() (*Topology, error) {
 		return nil, errors.Join(errs...)
 	}
 
-	g := &graph.Graph{Nodes: b.byName, Order: b.nodes, Stores: storeByName, StoreOrder: b.stores}
+	g := &graph.Graph{Nodes: b.byName, Order: b.nodes, Stores: storeByName, StoreOrder: b.stores, CopartitionGroups: b.copartition}
 	g.Subtopologies = split(b.nodes, b.byName, b.stores)
 	b.built = true
 	return &Topology{g: g}, nil
@@ -315,4 +315,35 @@ func split(nodes []*graph.Node, byName map[string]*graph.Node, stores []*graph.S
 		out = append(out, s)
 	}
 	return out
+}
+
+// ErrNotCopartitioned is wrapped by CheckCopartitioning's error.
+var ErrNotCopartitioned = errors.New("topics joined by key have different partition counts")
+
+// CopartitionGroups returns the groups of topics declared with Builder.Copartition.
+func (t *Topology) CopartitionGroups() [][]string { return slices.Clone(t.g.CopartitionGroups) }
+
+// CheckCopartitioning checks that the topics of each co-partitioning group have equal
+// partition counts, as partitions tells them (the runtime asks the cluster at start).
+// Its error names both topics and their counts.
+func (t *Topology) CheckCopartitioning(partitions func(topic string) (int32, error)) error {
+	var errs []error
+	for _, group := range t.g.CopartitionGroups {
+		first, n0 := "", int32(0)
+		for _, topic := range group {
+			n, err := partitions(topic)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("co-partitioning check: topic %q: %w", topic, err))
+				continue
+			}
+			if first == "" {
+				first, n0 = topic, n
+				continue
+			}
+			if n != n0 {
+				errs = append(errs, fmt.Errorf("%w: topic %q has %d partitions but %q has %d; they are joined by key, so records of one key must be in the same partition of each: give them equal partition counts, or repartition one side", ErrNotCopartitioned, first, n0, topic, n))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

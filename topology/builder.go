@@ -44,6 +44,8 @@ type Builder struct {
 	stores []*graph.Store
 	errs   []error
 	built  bool
+	// copartition: groups of topics that must have equal partition counts.
+	copartition [][]string
 }
 
 // NewBuilder returns an empty Builder.
@@ -290,4 +292,38 @@ func parseText[K any](text string) (K, error) {
 		return k, fmt.Errorf("key %q is not the JSON of a %s: %w", text, v.Type(), err)
 	}
 	return k, nil
+}
+
+// QueryValuesAs makes interactive queries of the store (eddy.Query, the HTTP handler)
+// read its values with values instead of the store's serde: a layer above the
+// processor API (the stream DSL) keeps values with a timestamp and shows queries the
+// values alone. values is only asked to deserialize.
+func QueryValuesAs[V any](s *StoreNode, values serde.Serde[V]) {
+	s.store.Values = values
+	s.store.ValueType = reflect.TypeFor[V]()
+	s.store.ValueToJSON = func(value []byte, topic string) (any, error) {
+		return values.Deserialize(topic, value)
+	}
+}
+
+// ConnectStore attaches the store name, added with AddKeyValueStore, to more processors,
+// as Kafka Streams' connectProcessorAndStateStores: a layer above (the stream DSL) that
+// learns of a store's readers after adding it.
+func (b *Builder) ConnectStore(name string, processors ...string) {
+	for _, s := range b.stores {
+		if s.Name == name {
+			s.Processors = append(s.Processors, processors...)
+			return
+		}
+	}
+	b.fail("store %q (to attach to %s) was never added with AddKeyValueStore", name, strings.Join(processors, ", "))
+}
+
+// Copartition declares that the records of topics are joined by key, so the topics must
+// have equal partition counts (Kafka Streams' co-partitioning groups). Build records the
+// group; CheckCopartitioning checks it against the partition counts the cluster has.
+func (b *Builder) Copartition(topics ...string) {
+	if len(topics) > 1 {
+		b.copartition = append(b.copartition, slices.Clone(topics))
+	}
 }

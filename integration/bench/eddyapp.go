@@ -16,6 +16,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/examples/wordcount/processorapi"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/processor"
@@ -36,7 +37,9 @@ func buildTopology(spec *childSpec, seen func(processor.TaskID)) (*topology.Topo
 		topology.AddSource(b, "in", serde.Bytes(), serde.Bytes(), spec.Input)
 		topology.AddSink(b, "out", spec.Output, serde.Bytes(), serde.Bytes(), "in")
 		return b.Build()
-	case "wordcount":
+	case "wordcount": // the processor-API word count, as the rows measured it
+		return processorapi.TopologyFor(spec.Input, spec.Output)
+	case "wordcount-dsl":
 		return wordcount.TopologyFor(spec.Input, spec.Output)
 	case "kv-put", "kv-get":
 		put := spec.Topology == "kv-put"

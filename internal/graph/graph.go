@@ -127,6 +127,9 @@ type Graph struct {
 	Stores        map[string]*Store
 	StoreOrder    []*Store
 	Subtopologies []*Subtopology
+	// CopartitionGroups are groups of user topics whose records are joined by key, so
+	// each group's topics must have equal partition counts.
+	CopartitionGroups [][]string
 }
 
 // Runtime is what a node instance uses of its task.

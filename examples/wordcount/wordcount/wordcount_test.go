@@ -14,6 +14,7 @@ import (
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
+	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topologytest"
 )
 
@@ -172,7 +173,8 @@ func TestWordcountEqualsIndependentCount(t *testing.T) {
 	compare(t, "output (last value per word)", running, want)
 
 	// The store holds the same counts...
-	st, err := topologytest.KeyValueStore[string, int64](d, wordcount.StoreName)
+	// (the DSL keeps each count with the timestamp of its last update)
+	st, err := topologytest.KeyValueStore[string, stream.Timestamped[int64]](d, wordcount.StoreName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,17 +184,18 @@ func TestWordcountEqualsIndependentCount(t *testing.T) {
 	}
 	stored := map[string]int64{}
 	for _, kv := range kvs {
-		stored[kv.Key] = kv.Value
+		stored[kv.Key] = kv.Value.Value
 	}
 	compare(t, "store", stored, want)
 
-	// ...and so does its changelog, read as a compacted topic, in Int64 bytes.
+	// ...and so does its changelog, read as a compacted topic: a timestamp and the
+	// count, 8 bytes each.
 	logged := map[string]int64{}
 	for _, r := range d.Records(d.ChangelogTopic(wordcount.StoreName)) {
-		if len(r.Value) != 8 {
-			t.Fatalf("changelog value %x is not an Int64", r.Value)
+		if len(r.Value) != 16 {
+			t.Fatalf("changelog value %x is not a timestamp and an Int64", r.Value)
 		}
-		logged[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
+		logged[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value[8:]))
 	}
 	compare(t, "changelog", logged, want)
 

@@ -1,0 +1,207 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/topology"
+)
+
+// Builder builds a topology with the DSL. DSL operations and processor-API nodes mix:
+// Topology returns the underlying topology.Builder, a Stream's Name is the graph node it
+// ends at, and FromNode makes a Stream of a processor-API node.
+type Builder struct {
+	tb     *topology.Builder
+	index  int
+	stores []*pendingStore
+	// connects are stores of the processor API attached to DSL nodes (Process).
+	connects [][2]string
+	errs     []error
+	// copartitions are groups of source topics that must have equal partition counts.
+	copartitions [][]string
+	// finish runs at Build, in order: checks that need the whole graph.
+	finish []func() error
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder() *Builder { return &Builder{tb: topology.NewBuilder()} }
+
+// Topology returns the processor-API builder under the DSL, to add processor-API nodes
+// that read from or feed DSL nodes (by their names). Build the topology with the DSL
+// Builder's Build, not the topology.Builder's.
+func (b *Builder) Topology() *topology.Builder { return b.tb }
+
+// Build adds the DSL's stores and checks the topology (see topology.Builder.Build).
+func (b *Builder) Build() (*topology.Topology, error) {
+	if len(b.errs) > 0 {
+		return nil, errors.Join(b.errs...)
+	}
+	for _, st := range b.stores {
+		st.add(st.processors)
+	}
+	b.stores = nil
+	for _, c := range b.connects {
+		b.tb.ConnectStore(c[0], c[1])
+	}
+	b.connects = nil
+	for _, g := range b.copartitions {
+		b.tb.Copartition(g...)
+	}
+	for _, f := range b.finish {
+		if err := f(); err != nil {
+			return nil, fmt.Errorf("%w: %w", topology.ErrInvalid, err)
+		}
+	}
+	return b.tb.Build()
+}
+
+func (b *Builder) fail(format string, args ...any) {
+	b.errs = append(b.errs, fmt.Errorf("%w: "+format, append([]any{topology.ErrInvalid}, args...)...))
+}
+
+// newName makes a node or store name in Kafka Streams' style: PREFIX-0000000007, the
+// number counting every name the builder generated, so names are stable as long as the
+// program builds its topology in the same order.
+func (b *Builder) newName(prefix string) string {
+	n := fmt.Sprintf("%s%010d", prefix, b.index)
+	b.index++
+	return n
+}
+
+// name returns the user's name from opts, or a generated one.
+func (b *Builder) name(o options, prefix string) string {
+	if o.name != "" {
+		b.index++ // as Kafka Streams: a given name still uses up an index
+		return o.name
+	}
+	return b.newName(prefix)
+}
+
+// pendingStore is a store added at Build, when every processor that reads it is known.
+type pendingStore struct {
+	name       string
+	processors []string
+	add        func(processors []string)
+}
+
+// addStore registers a timestamped store (values kept with the timestamp of their last
+// update, as Kafka Streams' timestamped stores) for the processors given, and more
+// added later by connect. Interactive queries (eddy.Query[K, V]) see plain values.
+func addStore[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], o options, processors ...string) *pendingStore {
+	ps := &pendingStore{name: name, processors: processors}
+	ps.add = func(procs []string) {
+		sn := topology.AddKeyValueStore(b.tb, name, keys, timestampedSerde(values), procs...)
+		if o.inMemory {
+			sn.InMemory()
+		}
+		if o.withoutChangelog {
+			sn.WithoutChangelog()
+		}
+		topology.QueryValuesAs(sn, valueOnlySerde(values))
+	}
+	b.stores = append(b.stores, ps)
+	return ps
+}
+
+// connectStore attaches a store of the processor API to a DSL node at Build.
+func (b *Builder) connectStore(store, node string) {
+	b.connects = append(b.connects, [2]string{store, node})
+}
+
+func (p *pendingStore) connect(processors ...string) {
+	p.processors = append(p.processors, processors...)
+}
+
+// Option names what an operation adds and how its store is kept.
+type Option func(*options)
+
+type options struct {
+	name             string
+	store            string
+	inMemory         bool
+	withoutChangelog bool
+}
+
+func collect(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// Named names the processor node (or, for a source, the source node; for a repartition,
+// its topic) an operation adds, instead of a generated KSTREAM-…-000000000N name.
+func Named(name string) Option { return func(o *options) { o.name = name } }
+
+// Materialized names the store an operation keeps its table in, which makes it
+// queryable with eddy.Query under that name; Kafka Streams' Materialized.as.
+func Materialized(store string) Option { return func(o *options) { o.store = store } }
+
+// InMemory keeps the operation's store in memory (see topology.StoreNode.InMemory).
+func InMemory() Option { return func(o *options) { o.inMemory = true } }
+
+// WithoutChangelog keeps the operation's store without a changelog topic (see
+// topology.StoreNode.WithoutChangelog).
+func WithoutChangelog() Option { return func(o *options) { o.withoutChangelog = true } }
+
+// isNull reports whether v is Kafka's null: the nil of a pointer, slice, map, interface,
+// channel or function type. Values of other types are never null.
+func isNull[V any](v V) bool {
+	switch any(v).(type) {
+	case string, int, int32, int64, float64, bool:
+		return false
+	}
+	rv := reflect.ValueOf(&v).Elem()
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface, reflect.Chan, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// proc is a processor made of a setup function, run at Init, that returns the function
+// processing each record.
+type proc[KI, VI, KO, VO any] struct {
+	setup   func(ctx processor.Context[KO, VO]) (func(processor.Record[KI, VI]) error, error)
+	process func(processor.Record[KI, VI]) error
+}
+
+func (p *proc[KI, VI, KO, VO]) Init(ctx processor.Context[KO, VO]) error {
+	var err error
+	p.process, err = p.setup(ctx)
+	return err
+}
+
+func (p *proc[KI, VI, KO, VO]) Process(r processor.Record[KI, VI]) error { return p.process(r) }
+func (p *proc[KI, VI, KO, VO]) Close() error                             { return nil }
+
+func supplier[KI, VI, KO, VO any](setup func(ctx processor.Context[KO, VO]) (func(processor.Record[KI, VI]) error, error)) processor.Supplier[KI, VI, KO, VO] {
+	return func() processor.Processor[KI, VI, KO, VO] { return &proc[KI, VI, KO, VO]{setup: setup} }
+}
+
+// stateless is a supplier of a processor that needs nothing but its context.
+func stateless[KI, VI, KO, VO any](fn func(ctx processor.Context[KO, VO], r processor.Record[KI, VI]) error) processor.Supplier[KI, VI, KO, VO] {
+	return supplier(func(ctx processor.Context[KO, VO]) (func(processor.Record[KI, VI]) error, error) {
+		return func(r processor.Record[KI, VI]) error { return fn(ctx, r) }, nil
+	})
+}
+
+// copartition records that the records of two groups of source topics meet in a join
+// by key, so the topics must have equal partition counts.
+func (b *Builder) copartition(a, c []string) {
+	var topics []string
+	for _, t := range append(append([]string(nil), a...), c...) {
+		if !strings.HasPrefix(t, "repartition:") && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	if len(topics) > 1 {
+		b.copartitions = append(b.copartitions, topics)
+	}
+}

@@ -1,0 +1,270 @@
+package stream
+
+import (
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/statestore"
+	"github.com/eddy-streams/eddy/topology"
+)
+
+// Change is what a table's node forwards for an update of a key: the new value and,
+// when a downstream operation needs it, the old one (Kafka Streams' Change). nil is
+// null: New nil is a deletion, Old nil is "no old value" or "not sent".
+type Change[V any] struct {
+	New, Old *V
+}
+
+// Table is a typed changelog table (Kafka Streams' KTable): the latest value per key.
+// Its values are never null: a deletion (a tombstone read from its topic, a filtered-out
+// value, an aggregate that became null) removes the key. ToStream shows deletions as nil
+// values.
+type Table[K, V any] struct {
+	b *Builder
+	t *tableInfo[K, V]
+}
+
+// getterFunc reads a table's current value of a key in a task.
+type getterFunc[K, V any] func(K) (Timestamped[V], bool, error)
+
+// tableInfo is what operations downstream of a table need to know of it.
+type tableInfo[K, V any] struct {
+	node string // forwards (K, Change[V])
+	// sendOld: forward old values too. Set while the topology is built, read by the
+	// processors at Init (after Build).
+	sendOld bool
+	// enableOld makes the table (and what it derives from) send old values; false
+	// when it cannot without materializing and force is false.
+	enableOld func(force bool) bool
+	// getter makes a task's reader of the table's current values; it needs the stores
+	// of getterStores attached to the asking processor.
+	getter       func(sp processor.StoreProvider) (getterFunc[K, V], error)
+	getterStores []*pendingStore
+	store        *pendingStore // the table's own store, when materialized
+	keyChanged   bool
+	sources      []string
+	keys         serde.Serde[K] // nil when unknown
+	values       serde.Serde[V] // nil when unknown
+}
+
+// Name is the graph node that forwards the table's changes, as (K, Change[V]) records.
+func (t Table[K, V]) Name() string { return t.t.node }
+
+// StoreName is the name of the table's store, or "" when it has none (a Filter or
+// MapValues without Materialized reads through its parent).
+func (t Table[K, V]) StoreName() string {
+	if t.t.store == nil {
+		return ""
+	}
+	return t.t.store.name
+}
+
+func (t *tableInfo[K, V]) connectGetter(nodes ...string) {
+	for _, st := range t.getterStores {
+		st.connect(nodes...)
+	}
+}
+
+// storeGetter reads a table's values from its store.
+func storeGetter[K, V any](store string) func(sp processor.StoreProvider) (getterFunc[K, V], error) {
+	return func(sp processor.StoreProvider) (getterFunc[K, V], error) {
+		kv, err := processor.KeyValueStore[K, Timestamped[V]](sp, store)
+		if err != nil {
+			return nil, err
+		}
+		return kv.Get, nil
+	}
+}
+
+// TableFrom reads a table from a topic (KStreamBuilder.table): a tombstone deletes its
+// key; records with a null key are dropped. The table is kept in a store named
+// KSTREAM-SOURCE-…-STORE unless Materialized.
+//
+// Unlike Kafka Streams, the store has a changelog topic of its own (a second copy of
+// the topic): eddy's runtime restores stores from their changelogs only.
+func TableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V], topic string, opts ...Option) Table[K, V] {
+	o := collect(opts)
+	source := b.name(o, "KSTREAM-SOURCE-")
+	node := b.newName("KTABLE-SOURCE-")
+	store := o.store
+	if store == "" {
+		store = b.newName("") // Kafka Streams: <topic>-STATE-STORE-000000000N
+		store = topic + "-STATE-STORE-" + store
+	}
+	topology.AddSource(b.tb, source, keys, serde.Nullable(values), topic)
+	info := &tableInfo[K, V]{node: node, sources: []string{topic}, keys: keys, values: values}
+	info.enableOld = func(bool) bool { info.sendOld = true; return true }
+	topology.AddProcessor(b.tb, node, supplier(func(ctx processor.Context[K, Change[V]]) (func(processor.Record[K, *V]) error, error) {
+		kv, err := processor.KeyValueStore[K, Timestamped[V]](ctx, store)
+		if err != nil {
+			return nil, err
+		}
+		sendOld := info.sendOld
+		return func(r processor.Record[K, *V]) error {
+			if isNull(r.Key) {
+				ctx.Logger().Warn("skipping record due to null key")
+				return nil
+			}
+			old, had, err := kv.Get(r.Key)
+			if err != nil {
+				return err
+			}
+			if r.Value == nil {
+				err = kv.Delete(r.Key)
+			} else {
+				err = kv.Put(r.Key, Timestamped[V]{Value: *r.Value, Timestamp: r.Timestamp})
+			}
+			if err != nil {
+				return err
+			}
+			c := Change[V]{New: r.Value}
+			if sendOld && had {
+				c.Old = &old.Value
+			}
+			return ctx.Forward(processor.WithValue(r, c))
+		}, nil
+	}), source)
+	info.store = addStore(b, store, keys, values, o, node)
+	info.getter = storeGetter[K, V](store)
+	info.getterStores = []*pendingStore{info.store}
+	return Table[K, V]{b: b, t: info}
+}
+
+// tableOp adds a table node computing (new, old) values per change; when materialized,
+// it keeps its results in a store of its own.
+func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values serde.Serde[V2], compute func(K, *V) *V2) Table[K, V2] {
+	o := collect(opts)
+	b := t.b
+	name := b.name(o, prefix)
+	parent := t.t
+	info := &tableInfo[K, V2]{node: name, keyChanged: parent.keyChanged, sources: parent.sources, keys: parent.keys, values: values}
+	var store string
+	if o.store != "" {
+		store = o.store
+	}
+	info.enableOld = func(force bool) bool {
+		if store != "" {
+			info.sendOld = true
+			return true
+		}
+		if !parent.enableOld(force) {
+			return false
+		}
+		info.sendOld = true
+		return true
+	}
+	topology.AddProcessor(b.tb, name, supplier(func(ctx processor.Context[K, Change[V2]]) (func(processor.Record[K, Change[V]]) error, error) {
+		var kv statestore.KeyValueStore[K, Timestamped[V2]]
+		if store != "" {
+			var err error
+			if kv, err = processor.KeyValueStore[K, Timestamped[V2]](ctx, store); err != nil {
+				return nil, err
+			}
+		}
+		sendOld := info.sendOld
+		return func(r processor.Record[K, Change[V]]) error {
+			c := Change[V2]{New: compute(r.Key, r.Value.New)}
+			if sendOld {
+				if kv != nil {
+					old, ok, err := kv.Get(r.Key)
+					if err != nil {
+						return err
+					}
+					if ok {
+						c.Old = &old.Value
+					}
+				} else {
+					c.Old = compute(r.Key, r.Value.Old)
+				}
+				if c.Old == nil && c.New == nil {
+					return nil // Kafka Streams: unnecessary to forward
+				}
+			}
+			if kv != nil {
+				var err error
+				if c.New == nil {
+					err = kv.Delete(r.Key)
+				} else {
+					err = kv.Put(r.Key, Timestamped[V2]{Value: *c.New, Timestamp: r.Timestamp})
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return ctx.Forward(processor.WithValue(r, c))
+		}, nil
+	}), parent.node)
+	if store != "" {
+		if parent.keys == nil || values == nil {
+			b.fail("%s: Materialized(%q) needs the key and value serdes, and they are not known here: pass the value serde", name, store)
+		}
+		info.store = addStore(b, store, parent.keys, values, o, name)
+		info.getter = storeGetter[K, V2](store)
+		info.getterStores = []*pendingStore{info.store}
+	} else {
+		info.getterStores = parent.getterStores
+		info.getter = func(sp processor.StoreProvider) (getterFunc[K, V2], error) {
+			get, err := parent.getter(sp)
+			if err != nil {
+				return nil, err
+			}
+			return func(k K) (Timestamped[V2], bool, error) {
+				v, ok, err := get(k)
+				if err != nil || !ok {
+					return Timestamped[V2]{}, false, err
+				}
+				nv := compute(k, &v.Value)
+				if nv == nil {
+					return Timestamped[V2]{}, false, nil
+				}
+				return Timestamped[V2]{Value: *nv, Timestamp: v.Timestamp}, true, nil
+			}, nil
+		}
+	}
+	return Table[K, V2]{b: b, t: info}
+}
+
+// Filter keeps the values for which keep returns true; a value it drops deletes its
+// key downstream (Kafka Streams forwards a tombstone).
+func (t Table[K, V]) Filter(keep func(K, V) bool, opts ...Option) Table[K, V] {
+	return tableOp(t, "KTABLE-FILTER-", opts, t.t.values, func(k K, v *V) *V {
+		if v == nil || !keep(k, *v) {
+			return nil
+		}
+		return v
+	})
+}
+
+// FilterNot drops the values for which drop returns true.
+func (t Table[K, V]) FilterNot(drop func(K, V) bool, opts ...Option) Table[K, V] {
+	return t.Filter(func(k K, v V) bool { return !drop(k, v) }, opts...)
+}
+
+// TableMapValues maps every value of t with fn; a null result (the nil of V2's type)
+// deletes the key. values is needed only with Materialized, for the table's store; it
+// may be nil otherwise.
+func TableMapValues[K, V, V2 any](t Table[K, V], fn func(K, V) V2, values serde.Serde[V2], opts ...Option) Table[K, V2] {
+	return tableOp(t, "KTABLE-MAPVALUES-", opts, values, func(k K, v *V) *V2 {
+		if v == nil {
+			return nil
+		}
+		nv := fn(k, *v)
+		if isNull(nv) {
+			return nil
+		}
+		return &nv
+	})
+}
+
+// ToStream is the stream of the table's updates: each new value, and a nil value for
+// each deletion (Kafka Streams' toStream, whose deletions are null values). Write it
+// with serde.Nullable around the value serde, so deletions become tombstones.
+//
+// It is a function, not a method, because Go forbids the cycle Table[K, V] → Stream[K,
+// *V] → Table[K, *V] → … among methods of generic types.
+func ToStream[K, V any](t Table[K, V], opts ...Option) Stream[K, *V] {
+	name := t.b.name(collect(opts), "KTABLE-TOSTREAM-")
+	topology.AddProcessor(t.b.tb, name, stateless(func(ctx processor.Context[K, *V], r processor.Record[K, Change[V]]) error {
+		return ctx.Forward(processor.WithValue(r, r.Value.New))
+	}), t.t.node)
+	return Stream[K, *V]{b: t.b, node: name, keyChanged: t.t.keyChanged, sources: t.t.sources}
+}

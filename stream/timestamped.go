@@ -1,0 +1,64 @@
+package stream
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// Timestamped is a value of a DSL store with the timestamp of the record that last
+// updated it, as in Kafka Streams' timestamped key-value stores: aggregations and
+// table-table joins derive their output timestamps from it. A processor-API node given
+// a DSL store reads it as a statestore.KeyValueStore[K, Timestamped[V]]; interactive
+// queries (eddy.Query[K, V]) see the plain values.
+type Timestamped[V any] struct {
+	Value     V
+	Timestamp time.Time
+}
+
+// timestampedSerde writes Kafka Streams' ValueAndTimestamp layout: 8 bytes of
+// big-endian milliseconds since the epoch, then the value's bytes.
+func timestampedSerde[V any](values serde.Serde[V]) serde.Serde[Timestamped[V]] {
+	name := "Timestamped[" + serde.Name(values) + "]"
+	return serde.Funcs(name,
+		func(topic string, v Timestamped[V]) ([]byte, error) {
+			vb, err := values.Serialize(topic, v.Value)
+			if err != nil {
+				return nil, err
+			}
+			if vb == nil {
+				return nil, errors.New("the value serializes to null, which a store cannot keep: remove the key instead")
+			}
+			out := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(vb)), uint64(v.Timestamp.UnixMilli()))
+			return append(out, vb...), nil
+		},
+		func(topic string, data []byte) (Timestamped[V], error) {
+			if len(data) < 8 {
+				return Timestamped[V]{}, fmt.Errorf("want at least 8 bytes (a timestamp), got %d", len(data))
+			}
+			v, err := values.Deserialize(topic, data[8:])
+			if err != nil {
+				return Timestamped[V]{}, err
+			}
+			return Timestamped[V]{Value: v, Timestamp: time.UnixMilli(int64(binary.BigEndian.Uint64(data[:8]))).UTC()}, nil
+		})
+}
+
+// valueOnlySerde reads the value of a timestamped store's bytes, for interactive
+// queries. It never serializes: queries only read.
+func valueOnlySerde[V any](values serde.Serde[V]) serde.Serde[V] {
+	return serde.Funcs(serde.Name(values),
+		func(string, V) ([]byte, error) {
+			return nil, errors.New("a DSL store's query view only reads")
+		},
+		func(topic string, data []byte) (V, error) {
+			if len(data) < 8 {
+				var zero V
+				return zero, fmt.Errorf("want at least 8 bytes (a timestamp), got %d", len(data))
+			}
+			return values.Deserialize(topic, data[8:])
+		})
+}
