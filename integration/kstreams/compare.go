@@ -8,19 +8,20 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// Compare runs input through Kafka Streams' topology name (in the oracle) and through
-// topo (eddy's version of it, in topologytest) and compares their output topics. It
+// Compare runs c.Input through Kafka Streams' topology c.Topology (in the oracle) and
+// through topo (eddy's version of it, in topologytest) and compares their output topics. It
 // returns "" when they are equal; otherwise a report of the differences (see Diff) and
 // of the input shrunk (see Shrink, up to 300 more runs) to a few records that still
 // differ. An error means the oracle could not run the case.
-func (o *Oracle) Compare(ctx context.Context, name string, topo *topology.Topology, input []Record) (string, error) {
+func (o *Oracle) Compare(ctx context.Context, c Case, topo *topology.Topology) (string, error) {
+	name, input := c.Topology, c.Input
 	outputs, ok := Outputs[name]
 	if !ok {
 		return "", fmt.Errorf("kstreams: unknown topology %q", name)
 	}
 	var oracleErr error
 	differs := func(in []Record) string {
-		want, err := o.Run(ctx, name, in)
+		want, err := o.RunCase(ctx, Case{Topology: name, Input: in, Config: c.Config})
 		if err != nil {
 			oracleErr = err
 			return ""
@@ -40,7 +41,7 @@ func (o *Oracle) Compare(ctx context.Context, name string, topo *topology.Topolo
 		return "", oracleErr
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s: eddy's output differs from Kafka Streams' on %d input records:\n%s", name, len(input), report)
+	fmt.Fprintf(&sb, "%s: eddy's output differs from Kafka Streams' (config %v) on %d input records:\n%s", name, c.Config, len(input), report)
 	fmt.Fprintf(&sb, "the input shrunk to %d records that still differ:\n", len(small))
 	for _, r := range small {
 		fmt.Fprintf(&sb, "  %s\n", r)

@@ -143,8 +143,18 @@ type wireRecord struct {
 }
 
 type request struct {
-	Topology string       `json:"topology"`
-	Input    []wireRecord `json:"input"`
+	Topology string            `json:"topology"`
+	Input    []wireRecord      `json:"input"`
+	Config   map[string]string `json:"config,omitempty"`
+}
+
+// Case is one request to the oracle.
+type Case struct {
+	Topology string   // "T1" … "T7"
+	Input    []Record // piped in this order
+	// Config overrides StreamsConfig properties of the driver, e.g.
+	// {"statestore.cache.max.bytes": "0"} turns record caching off.
+	Config map[string]string
 }
 
 type response struct {
@@ -158,8 +168,14 @@ type response struct {
 // first, the JVM is killed (an answer would come too late to match its request) and
 // every later Run fails with ErrDead.
 func (o *Oracle) Run(ctx context.Context, topology string, input []Record) (map[string][]Record, error) {
-	req := request{Topology: topology, Input: make([]wireRecord, len(input))}
-	for i, r := range input {
+	return o.RunCase(ctx, Case{Topology: topology, Input: input})
+}
+
+// RunCase is Run with StreamsConfig overrides.
+func (o *Oracle) RunCase(ctx context.Context, c Case) (map[string][]Record, error) {
+	topology := c.Topology
+	req := request{Topology: topology, Input: make([]wireRecord, len(c.Input)), Config: c.Config}
+	for i, r := range c.Input {
 		req.Input[i] = wireRecord{Topic: r.Topic, Key: encode(r.Key), Value: encode(r.Value), TS: r.Timestamp.UnixMilli()}
 	}
 	line, err := json.Marshal(req)

@@ -33,7 +33,8 @@ import org.apache.kafka.streams.test.TestRecord;
  *
  * <pre>
  * request  (one line on stdin):
- *   {"topology":"T3","input":[{"topic":"clicks","key":B64|null,"value":B64|null,"ts":123},...]}
+ *   {"topology":"T3","input":[{"topic":"clicks","key":B64|null,"value":B64|null,"ts":123},...],
+ *    "config":{"statestore.cache.max.bytes":"0"}}      (config optional: StreamsConfig overrides)
  * response (one line on stdout):
  *   {"outputs":{"clicks-inner":[{"key":B64|null,"value":B64|null,"ts":123},...],...}}
  *   {"error":"what went wrong"}
@@ -91,6 +92,13 @@ public final class Main {
     // the same results either way (no topology here depends on a store's iteration order
     // beyond what both keep: sorted by key bytes).
     props.put(StreamsConfig.DSL_STORE_SUPPLIERS_CLASS_CONFIG, BuiltInDslStoreSuppliers.InMemoryDslStoreSuppliers.class);
+    JsonNode config = req.get("config");
+    if (config != null && !config.isNull()) {
+      if (!config.isObject()) {
+        throw new IllegalArgumentException("\"config\" must be an object of StreamsConfig properties");
+      }
+      config.fields().forEachRemaining(e -> props.put(e.getKey(), e.getValue().asText()));
+    }
     ObjectNode outputs = json.createObjectNode();
     try (TopologyTestDriver driver = new TopologyTestDriver(built.topology(), props)) {
       Map<String, TestInputTopic<byte[], byte[]>> inputs = new HashMap<>();

@@ -1,0 +1,75 @@
+package eddytopo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy/integration/kstreams"
+	"github.com/eddy-streams/eddy/integration/kstreams/eddytopo"
+	"github.com/eddy-streams/eddy/topology"
+)
+
+// noCache turns Kafka Streams' record caches off.
+var noCache = map[string]string{"statestore.cache.max.bytes": "0"}
+
+// The differential suite: each topology of eddy's DSL gives, on seeded random input
+// (colliding keys, tombstones, out-of-order timestamps), the records Kafka Streams 4.1.1
+// gives in its TopologyTestDriver: per output topic the same records in the same order,
+// key and value bytes and timestamps. A difference is reported with the input shrunk to
+// a few records that still differ.
+//
+// Each case runs twice on the Kafka Streams side: with default configs (record caching on,
+// committed after every record) and with caching off. They differ where a cached table
+// drops an update that changes nothing: a tombstone for a key the table does not hold is
+// neither stored nor forwarded (CachingKeyValueStore.putAndMaybeForward, kafka-streams
+// 4.1.1 lines 214-216); without caching the join below sees it.
+//
+// TODO(dsl): eddy's tables have no record caching yet; once they do, build the
+// eddy side of the noCache runs with caching turned off.
+func TestDifferentialAgainstKafkaStreams(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	start := time.Now()
+	oracle, err := kstreams.Start(ctx, kstreams.Options{})
+	if err != nil {
+		t.Fatalf("the Kafka Streams oracle is needed and did not start: %v", err)
+	}
+	defer oracle.Close()
+	t.Logf("oracle built (if needed) and started in %v", time.Since(start).Round(time.Millisecond))
+
+	for _, c := range []struct {
+		name  string
+		build func() (*topology.Topology, error)
+	}{
+		{"T1", eddytopo.WordCount},
+		{"T2", eddytopo.RekeyAgg},
+		{"T3", eddytopo.StreamTable},
+		{"T4", eddytopo.TableTable},
+		{"T5", eddytopo.FKJoin},
+		{"T6", eddytopo.TableGroupBy},
+		{"T7", eddytopo.SplitMerge},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			topo, err := c.build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, seed := range []uint64{1, 2, 3, 4, 5} {
+				input, err := kstreams.Inputs(c.name, seed, 300)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, kcfg := range []map[string]string{nil, noCache} {
+					report, err := oracle.Compare(ctx, kstreams.Case{Topology: c.name, Input: input, Config: kcfg}, topo)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if report != "" {
+						t.Errorf("seed %d: %s", seed, report)
+					}
+				}
+			}
+		})
+	}
+}
