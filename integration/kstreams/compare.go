@@ -11,8 +11,8 @@ import (
 // Compare runs c.Input through Kafka Streams' topology c.Topology (in the oracle) and
 // through topo (eddy's version of it, in topologytest) and compares their output topics. It
 // returns "" when they are equal; otherwise a report of the differences (see Diff) and
-// of the input shrunk (see Shrink, up to 300 more runs) to a few records that still
-// differ. An error means the oracle could not run the case.
+// of the input shrunk (see Shrink) to a few records that still
+// differ (c.ShrinkBudget). An error means the oracle could not run the case.
 func (o *Oracle) Compare(ctx context.Context, c Case, topo *topology.Topology) (string, error) {
 	name, input := c.Topology, c.Input
 	outputs, ok := Outputs[name]
@@ -36,12 +36,19 @@ func (o *Oracle) Compare(ctx context.Context, c Case, topo *topology.Topology) (
 	if oracleErr != nil || report == "" {
 		return "", oracleErr
 	}
-	small := Shrink(input, 300, func(in []Record) bool { return oracleErr == nil && differs(in) != "" })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: eddy's output differs from Kafka Streams' (config %v) on %d input records:\n%s", name, c.Config, len(input), report)
+	budget := c.ShrinkBudget
+	if budget == 0 {
+		budget = 300
+	}
+	if budget < 0 {
+		return sb.String(), nil
+	}
+	small := Shrink(input, budget, func(in []Record) bool { return oracleErr == nil && differs(in) != "" })
 	if oracleErr != nil {
 		return "", oracleErr
 	}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s: eddy's output differs from Kafka Streams' (config %v) on %d input records:\n%s", name, c.Config, len(input), report)
 	fmt.Fprintf(&sb, "the input shrunk to %d records that still differ:\n", len(small))
 	for _, r := range small {
 		fmt.Fprintf(&sb, "  %s\n", r)

@@ -155,6 +155,9 @@ type Case struct {
 	// Config overrides StreamsConfig properties of the driver, e.g.
 	// {"statestore.cache.max.bytes": "0"} turns record caching off.
 	Config map[string]string
+	// ShrinkBudget bounds the runs Compare spends shrinking an input that differs:
+	// 0 means 300, negative means no shrinking.
+	ShrinkBudget int
 }
 
 type response struct {
