@@ -257,3 +257,28 @@ func TestDiff(t *testing.T) {
 		t.Error("a topic missing on eddy's side: no difference reported")
 	}
 }
+
+// A Run whose context ends first kills the JVM: later Runs fail with ErrDead (an
+// answer arriving late would be taken for the next request's), and Close returns.
+func TestRunCanceledKillsTheOracle(t *testing.T) {
+	o, err := Start(context.Background(), Options{})
+	if err != nil {
+		t.Fatalf("the Kafka Streams oracle is needed and did not start: %v", err)
+	}
+	input, _ := Inputs("T5", 1, 3000)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if _, err := o.Run(ctx, "T5", input); !errors.Is(err, ErrDead) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run with a context that ends first = %v, want ErrDead and DeadlineExceeded", err)
+	}
+	if _, err := o.Run(context.Background(), "T1", nil); !errors.Is(err, ErrDead) {
+		t.Fatalf("Run after a kill = %v, want ErrDead", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- o.Close() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return within 30 s of the JVM's kill")
+	}
+}
