@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/fnv"
 
 	"github.com/eddy-streams/eddy/processor"
@@ -172,14 +171,16 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 			oldNull = isNull(oldFK)
 		}
 		changed := newNull != oldNull || !newNull && !sameKey(fkSerde, newFK, oldFK)
+		// Kafka Streams 4.1's SubscriptionSendProcessorSupplier, instruction for
+		// instruction.
 		if left {
 			if oldV != nil {
 				if !oldNull && changed {
-					if err := fwd(oldFK, false, deleteKeyAndPropagate); err != nil {
+					if err := fwd(oldFK, false, deleteKeyNoPropagate); err != nil {
 						return err
 					}
 				}
-				// a null new value has a null foreign key: Kafka Streams still sends it
+				// also for a deletion, whose foreign key is null: it answers with a tombstone
 				return fwd(newFK, newNull, propagateNullIfNoFKValAvailable)
 			}
 			if newV != nil {
@@ -187,24 +188,22 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 			}
 			return nil
 		}
-		if oldV != nil {
-			if oldNull {
-				return nil // Kafka Streams: skipped, null foreign key
-			}
-			if newV != nil {
-				if newNull {
-					return nil
-				}
-				if changed {
-					if err := fwd(oldFK, false, deleteKeyNoPropagate); err != nil {
-						return err
-					}
-				}
-				return fwd(newFK, false, propagateNullIfNoFKValAvailable)
-			}
+		switch {
+		case oldV != nil && oldNull && newNull:
+			return nil // skipped: null foreign key
+		case oldV != nil && oldNull:
+			return fwd(newFK, false, propagateOnlyIfFKValAvailable)
+		case oldV != nil && newNull:
 			return fwd(oldFK, false, deleteKeyAndPropagate)
-		}
-		if newV != nil && !newNull {
+		case oldV != nil && changed:
+			if err := fwd(oldFK, false, deleteKeyNoPropagate); err != nil {
+				return err
+			}
+			// "unset" the result of the old foreign key if the new one has no value
+			return fwd(newFK, false, propagateNullIfNoFKValAvailable)
+		case oldV != nil: // unchanged foreign key
+			return fwd(newFK, false, propagateOnlyIfFKValAvailable)
+		case newV != nil && !newNull:
 			return fwd(newFK, false, propagateOnlyIfFKValAvailable)
 		}
 		return nil
@@ -330,7 +329,6 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 	respJoin := b.newName("KTABLE-FK-JOIN-OUTPUT-")
 	result := b.name(o, "KTABLE-FK-JOIN-RESULT-")
 	res := &tableInfo[K, VR]{node: result, keys: pkSerde, values: values, sources: l.t.sources}
-	res.enableOld = func(bool) bool { return false }
 	topology.AddProcessor(b.tb, respJoin, supplier(func(ctx processor.Context[K, Change[VR]]) (func(processor.Record[K, response[VO]]) error, error) {
 		get, err := l.t.getter(ctx)
 		if err != nil {
@@ -360,52 +358,58 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 		}, nil
 	}), respTopic+"-topic")
 	l.t.connectGetter(respJoin)
-	var kv func(processor.StoreProvider) (interface {
-		Get(K) (Timestamped[VR], bool, error)
-		Put(K, Timestamped[VR]) error
-		Delete(K) error
-	}, error)
-	kv = func(sp processor.StoreProvider) (interface {
-		Get(K) (Timestamped[VR], bool, error)
-		Put(K, Timestamped[VR]) error
-		Delete(K) error
-	}, error) {
-		return storeIfAny[K, VR](sp, o.store)
+	// The result node is Kafka Streams' KTableSource: materialized when asked, or when
+	// a downstream operation needs old values or lookups.
+	resStore := o.store
+	res.materialize = func() {
+		if resStore != "" && res.store != nil {
+			return
+		}
+		if values == nil {
+			b.fail("%s: an operation downstream reads the foreign-key join's results, so they must be kept in a store: pass the value serde", result)
+			return
+		}
+		if resStore == "" {
+			resStore = b.newName("KTABLE-FK-JOIN-OUTPUT-STATE-STORE-")
+		}
+		res.store = addStore(b, resStore, pkSerde, values, o, result)
+		res.getter = storeGetter[K, VR](resStore)
+		res.getterStores = []*pendingStore{res.store}
+	}
+	res.enableOld = func(bool) bool {
+		res.materialize()
+		res.sendOld = true
+		return true
 	}
 	topology.AddProcessor(b.tb, result, supplier(func(ctx processor.Context[K, Change[VR]]) (func(processor.Record[K, Change[VR]]) error, error) {
-		st, err := kv(ctx)
+		if resStore == "" {
+			return func(r processor.Record[K, Change[VR]]) error { return ctx.Forward(r) }, nil
+		}
+		kv, err := processor.KeyValueStore[K, Timestamped[VR]](ctx, resStore)
 		if err != nil {
 			return nil, err
 		}
-		return func(rec processor.Record[K, Change[VR]]) error {
-			if st != nil {
-				var err error
-				if rec.Value.New == nil {
-					err = st.Delete(rec.Key)
-				} else {
-					err = st.Put(rec.Key, Timestamped[VR]{Value: *rec.Value.New, Timestamp: rec.Timestamp})
-				}
-				if err != nil {
-					return err
-				}
+		sendOld := res.sendOld
+		return func(r processor.Record[K, Change[VR]]) error {
+			old, had, err := kv.Get(r.Key)
+			if err != nil {
+				return err
 			}
-			return ctx.Forward(rec)
+			if err := putOrDelete(kv, r.Key, r.Value.New, r.Timestamp); err != nil {
+				return err
+			}
+			c := Change[VR]{New: r.Value.New}
+			if sendOld && had {
+				c.Old = &old.Value
+			}
+			return ctx.Forward(processor.WithValue(r, c))
 		}, nil
 	}), respJoin)
 	// eddy sizes repartition topics by their writer, not by the right table, so both
 	// tables must have equal partition counts.
 	b.copartition(l.t.sources, r.t.sources)
-	if o.store != "" {
-		if values == nil {
-			b.fail("%s: Materialized(%q) needs the value serde: pass it", result, o.store)
-		}
-		res.store = addStore(b, o.store, pkSerde, values, o, result)
-		res.getter = storeGetter[K, VR](o.store)
-		res.getterStores = []*pendingStore{res.store}
-	} else {
-		res.getter = func(processor.StoreProvider) (getterFunc[K, VR], error) {
-			return nil, fmt.Errorf("the result of foreign-key join %q is not materialized: give it Materialized to read it", result)
-		}
+	if resStore != "" {
+		res.materialize()
 	}
 	return Table[K, VR]{b: b, t: res}
 }

@@ -121,14 +121,8 @@ func aggregate[K, V, VA any](g *GroupedStream[K, V], prefix string, opts []Optio
 				}
 			}
 			agg := add(r.Key, r.Value, oldAgg)
-			c := Change[VA]{}
-			if !isNull(agg) {
-				c.New = &agg
-				err = kv.Put(r.Key, Timestamped[VA]{Value: agg, Timestamp: ts})
-			} else {
-				err = kv.Delete(r.Key)
-			}
-			if err != nil {
+			c := Change[VA]{New: nullable(agg)}
+			if err := putOrDelete(kv, r.Key, c.New, ts); err != nil {
 				return err
 			}
 			if sendOld {

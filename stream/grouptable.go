@@ -181,12 +181,7 @@ func tableAggregate[K, V, VA any](g *GroupedTable[K, V], prefix string, opts []O
 					maxTS()
 				}
 			}
-			if newAgg == nil {
-				err = kv.Delete(r.Key)
-			} else {
-				err = kv.Put(r.Key, Timestamped[VA]{Value: *newAgg, Timestamp: ts})
-			}
-			if err != nil {
+			if err := putOrDelete(kv, r.Key, newAgg, ts); err != nil {
 				return err
 			}
 			c := Change[VA]{New: newAgg}

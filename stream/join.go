@@ -161,25 +161,7 @@ func tableTableJoin[K, VL, VR, VO any](l Table[K, VL], r Table[K, VR], kind stri
 	}
 	tableJoinSide(b, thisName, modeL, l.t, r.t, res, j)
 	tableJoinSide(b, otherName, modeR, r.t, l.t, res, func(rv *VR, lv *VL) *VO { return j(lv, rv) })
-	topology.AddProcessor(b.tb, merge, supplier(func(ctx processor.Context[K, Change[VO]]) (func(processor.Record[K, Change[VO]]) error, error) {
-		kv, err := storeIfAny[K, VO](ctx, store)
-		if err != nil {
-			return nil, err
-		}
-		return func(r processor.Record[K, Change[VO]]) error {
-			if kv != nil {
-				if r.Value.New == nil {
-					err = kv.Delete(r.Key)
-				} else {
-					err = kv.Put(r.Key, Timestamped[VO]{Value: *r.Value.New, Timestamp: r.Timestamp})
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return ctx.Forward(r)
-		}, nil
-	}), thisName, otherName)
+	topology.AddProcessor(b.tb, merge, materializer[K, VO](store), thisName, otherName)
 	b.copartition(l.t.sources, r.t.sources)
 	if store != "" {
 		if l.t.keys == nil || values == nil {
@@ -236,15 +218,25 @@ func tableTableJoin[K, VL, VR, VO any](l Table[K, VL], r Table[K, VR], kind stri
 	return Table[K, VO]{b: b, t: res}
 }
 
-func storeIfAny[K, V any](sp processor.StoreProvider, store string) (interface {
-	Get(K) (Timestamped[V], bool, error)
-	Put(K, Timestamped[V]) error
-	Delete(K) error
-}, error) {
-	if store == "" {
-		return nil, nil
-	}
-	return processor.KeyValueStore[K, Timestamped[V]](sp, store)
+// materializer is a table node that passes changes on and, when store is not "",
+// keeps the new values in it (Kafka Streams' KTableKTableJoinMerger and the source of
+// a foreign-key join's result).
+func materializer[K, V any](store string) processor.Supplier[K, Change[V], K, Change[V]] {
+	return supplier(func(ctx processor.Context[K, Change[V]]) (func(processor.Record[K, Change[V]]) error, error) {
+		if store == "" {
+			return func(r processor.Record[K, Change[V]]) error { return ctx.Forward(r) }, nil
+		}
+		kv, err := processor.KeyValueStore[K, Timestamped[V]](ctx, store)
+		if err != nil {
+			return nil, err
+		}
+		return func(r processor.Record[K, Change[V]]) error {
+			if err := putOrDelete(kv, r.Key, r.Value.New, r.Timestamp); err != nil {
+				return err
+			}
+			return ctx.Forward(r)
+		}, nil
+	})
 }
 
 // TableJoin is the inner join of two tables on their key: a key has a result while both

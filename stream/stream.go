@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"fmt"
+
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
@@ -266,4 +268,30 @@ func NonNull[K, V any](s Stream[K, *V], opts ...Option) Stream[K, V] {
 		}
 		return ctx.Forward(processor.WithValue(r, *r.Value))
 	}), false)
+}
+
+// ToTopics writes each record to the topic choose(key, value) names, one of topics
+// (Kafka Streams' To with a TopicNameExtractor). The topics are declared up front so
+// that the topology lists every topic it writes, and the runtime can check them before
+// it starts; a record for a topic not declared fails with an error naming it.
+func (s Stream[K, V]) ToTopics(choose func(K, V) string, topics []string, keys serde.Serde[K], values serde.Serde[V], opts ...Option) {
+	router := s.b.name(collect(opts), "KSTREAM-SINK-ROUTER-")
+	sinks := map[string]string{}
+	for _, t := range topics {
+		sinks[t] = s.b.newName("KSTREAM-SINK-")
+	}
+	topology.AddProcessor(s.b.tb, router, stateless(func(ctx processor.Context[K, V], r processor.Record[K, V]) error {
+		t := choose(r.Key, r.Value)
+		sink, ok := sinks[t]
+		if !ok {
+			return fmt.Errorf("ToTopics: the record's topic %q is not one of the declared topics %q: declare it in ToTopics", t, topics)
+		}
+		return ctx.Forward(r, sink)
+	}), s.node)
+	if len(topics) == 0 {
+		s.b.fail("%s: ToTopics declares no topic", router)
+	}
+	for _, t := range topics {
+		topology.AddSink(s.b.tb, sinks[t], t, keys, values, router)
+	}
 }

@@ -1,6 +1,10 @@
 package stream_test
 
 import (
+	"fmt"
+
+	"errors"
+
 	"slices"
 	"strings"
 	"testing"
@@ -206,4 +210,276 @@ func TestTableFilterWithOldValuesForwardsNoDoubleNull(t *testing.T) {
 	h.pipe("l", "k", "ok", 3)
 	h.pipe("l", "k", "bad", 4)
 	h.want("out", false, "k=ok+R@3 k=<nil>@4")
+}
+
+func TestToTopicsChoosesPerRecord(t *testing.T) {
+	b := stream.NewBuilder()
+	s := stream.From(b, str, str, []string{"in"})
+	s.ToTopics(func(k, v string) string { return "out-" + v }, []string{"out-a", "out-b"}, str, str)
+	h := run(t, b)
+	h.pipe("in", "k1", "a", 1)
+	h.pipe("in", "k2", "b", 2)
+	h.pipe("in", "k3", "a", 3)
+	h.want("out-a", false, "k1=a@1 k3=a@3")
+	h.want("out-b", false, "k2=b@2")
+	err := h.d.PipeRaw("in", []byte("k4"), []byte("c"), nil, at(4))
+	if err == nil || !strings.Contains(err.Error(), `"out-c" is not one of the declared topics`) {
+		t.Errorf("undeclared topic: err = %v", err)
+	}
+}
+
+func TestNonNullAndFromNode(t *testing.T) {
+	b := stream.NewBuilder()
+	topology.AddSource(b.Topology(), "raw", str, nstr, "in")
+	s := stream.FromNode[string, *string](b, "raw")
+	stream.NonNull(s).To("out", str, str)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := topologytest.New(topo, topologytest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	h := &harness{t: t, d: d}
+	h.pipe("in", "k1", "x", 1)
+	h.pipe("in", "k2", "<nil>", 2)
+	h.pipe("in", "k3", "", 3)
+	h.want("out", false, "k1=x@1 k3=@3")
+}
+
+// Joins record their topics as a co-partitioning group; CheckCopartitioning names both
+// topics and their partition counts when they differ.
+func TestCopartitioningChecked(t *testing.T) {
+	b := stream.NewBuilder()
+	clicks := stream.From(b, str, str, []string{"clicks"})
+	users := stream.TableFrom(b, str, str, "users")
+	stream.Join(clicks, users, func(c, u string) string { return c + u }).To("out", str, str)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := topo.CopartitionGroups(); len(g) != 1 || !slices.Equal(g[0], []string{"clicks", "users"}) {
+		t.Fatalf("co-partitioning groups %q", g)
+	}
+	counts := map[string]int32{"clicks": 4, "users": 6}
+	err = topo.CheckCopartitioning(func(topic string) (int32, error) { return counts[topic], nil })
+	if !errors.Is(err, topology.ErrNotCopartitioned) || !strings.Contains(err.Error(), `topic "clicks" has 4 partitions but "users" has 6`) {
+		t.Errorf("err = %v", err)
+	}
+	counts["users"] = 4
+	if err := topo.CheckCopartitioning(func(topic string) (int32, error) { return counts[topic], nil }); err != nil {
+		t.Errorf("equal counts: %v", err)
+	}
+}
+
+// A join after a key change without a repartition is refused at Build, naming the fix.
+func TestJoinAfterKeyChangeNeedsRepartition(t *testing.T) {
+	b := stream.NewBuilder()
+	clicks := stream.SelectKey(stream.From(b, str, str, []string{"clicks"}), func(_, v string) string { return v })
+	users := stream.TableFrom(b, str, str, "users")
+	stream.Join(clicks, users, func(c, u string) string { return c + u }).To("out", str, str)
+	_, err := b.Build()
+	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), "call Repartition on it first") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// A stream aggregate re-grouped as a table: the aggregate must send old values, so
+// the old count is subtracted (Kafka Streams' count of counts).
+func TestStreamAggregateSendsOldValuesToTableGroupBy(t *testing.T) {
+	b := stream.NewBuilder()
+	counts := stream.From(b, str, str, []string{"w"}).GroupByKey(str, str).Count()
+	hist := stream.TableGroupBy(counts, func(w string, n int64) (string, string) { return fmt.Sprint(n), w }, str, str).Count()
+	stream.ToStream(hist).To("hist", str, ni64)
+	h := run(t, b)
+	h.pipe("w", "a", "", 1)
+	h.pipe("w", "b", "", 2)
+	h.pipe("w", "a", "", 3)
+	h.want("hist", true, "1=1@1 1=2@2 1=1@3 2=1@3")
+}
+
+// Joining a stream with tables that have no store of their own reads through them:
+// a filter, and inner and outer joins of two tables, computed on lookup.
+func TestStreamJoinReadsThroughUnmaterializedTables(t *testing.T) {
+	b := stream.NewBuilder()
+	l := stream.TableFrom(b, str, str, "l")
+	r := stream.TableFrom(b, str, str, "r")
+	clicks := stream.From(b, str, str, []string{"clicks"})
+	orDash := func(s *string) string {
+		if s == nil {
+			return "-"
+		}
+		return *s
+	}
+	j := stream.TableJoin(l, r, func(a, b string) string { return a + "+" + b }, nil)
+	o := stream.TableOuterJoin(l, r, func(a, b *string) string { return orDash(a) + "+" + orDash(b) }, nil)
+	f := l.Filter(func(_, v string) bool { return v != "x" })
+	stream.LeftJoin(clicks, j, func(c string, v *string) string { return c + "/" + orDash(v) }).To("out-j", str, str)
+	stream.LeftJoin(clicks, o, func(c string, v *string) string { return c + "/" + orDash(v) }).To("out-o", str, str)
+	stream.Join(clicks, f, func(c, v string) string { return c + "/" + v }).To("out-f", str, str)
+	h := run(t, b)
+	h.pipe("l", "k", "A", 1)
+	h.pipe("r", "k", "B", 2)
+	h.pipe("clicks", "k", "c1", 3)
+	h.pipe("l", "k", "x", 4)
+	h.pipe("clicks", "k", "c2", 5)
+	h.pipe("r", "k", "<nil>", 6)
+	h.pipe("clicks", "k", "c3", 7)
+	h.pipe("l", "k", "<nil>", 8)
+	h.pipe("clicks", "k", "c4", 9)
+	h.pipe("r", "k", "B2", 10)
+	h.pipe("clicks", "k", "c5", 11)
+	h.want("out-j", false, "k=c1/A+B@3 k=c2/x+B@5 k=c3/-@7 k=c4/-@9 k=c5/-@11")
+	h.want("out-o", false, "k=c1/A+B@3 k=c2/x+B@5 k=c3/x+-@7 k=c4/-@9 k=c5/-+B2@11")
+	h.want("out-f", false, "k=c1/A@3")
+}
+
+// Materialized tables keep their results in stores that tests (and eddy.Query) read.
+func TestMaterializedJoinAndMapValues(t *testing.T) {
+	b := stream.NewBuilder()
+	l := stream.TableFrom(b, str, str, "l")
+	r := stream.TableFrom(b, str, str, "r")
+	stream.TableJoin(l, r, func(a, b string) string { return a + b }, str, stream.Materialized("joined"))
+	stream.TableMapValues(l, func(_, v string) int64 { return int64(len(v)) }, i64, stream.Materialized("lens"))
+	h := run(t, b)
+	h.pipe("l", "k", "AA", 1)
+	h.pipe("r", "k", "B", 5)
+	joined, err := topologytest.KeyValueStore[string, stream.Timestamped[string]](h.d, "joined")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := joined.Get("k"); err != nil || !ok || v.Value != "AAB" || !v.Timestamp.Equal(at(5)) {
+		t.Errorf("joined k = %v %v %v, want AAB at 5 ms", v, ok, err)
+	}
+	h.pipe("r", "k", "<nil>", 6)
+	if _, ok, _ := joined.Get("k"); ok {
+		t.Error("joined k is still there after r's tombstone")
+	}
+	lens, _ := topologytest.KeyValueStore[string, stream.Timestamped[int64]](h.d, "lens")
+	if v, ok, _ := lens.Get("k"); !ok || v.Value != 2 {
+		t.Errorf("lens k = %v %v", v, ok)
+	}
+}
+
+// A materialized table operation takes the old value from its own store when a
+// downstream operation needs old values.
+func TestMaterializedFilterSendsOldValuesFromItsStore(t *testing.T) {
+	b := stream.NewBuilder()
+	f := stream.TableFrom(b, str, str, "l").Filter(func(_, v string) bool { return v != "x" }, stream.Materialized("kept"))
+	byValue := stream.TableGroupBy(f, func(k, v string) (string, string) { return v, k }, str, str).Count()
+	stream.ToStream(byValue).To("out", str, ni64)
+	h := run(t, b)
+	h.pipe("l", "k", "A", 1)
+	h.pipe("l", "k", "B", 2)
+	h.pipe("l", "k", "x", 3)
+	h.want("out", true, "A=1@1 A=0@2 B=1@2 B=0@3")
+}
+
+// ToTable keeps the latest value per key; nil deletes; after a key change it reads
+// through a repartition topic.
+func TestToTable(t *testing.T) {
+	b := stream.NewBuilder()
+	s := stream.From(b, str, nstr, []string{"in"})
+	byValue := stream.SelectKey(s, func(k string, v *string) string {
+		if v == nil {
+			return k
+		}
+		return *v
+	})
+	tab := stream.ToTable(byValue, str, str, stream.Materialized("latest"))
+	stream.ToStream(tab).To("out", str, nstr)
+	h := run(t, b)
+	h.pipe("in", "k1", "a", 1)
+	h.pipe("in", "k2", "a", 2)
+	h.pipe("in", "x", "<nil>", 3)
+	h.want("out", false, "a=a@1 a=a@2 x=<nil>@3")
+	latest, err := topologytest.KeyValueStore[string, stream.Timestamped[string]](h.d, "latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, _ := latest.Get("a"); !ok || !v.Timestamp.Equal(at(2)) {
+		t.Errorf("latest a = %v %v", v, ok)
+	}
+	if reparts := len(h.d.Records("topologytest-KSTREAM-TOTABLE-REPARTITION-0000000002-repartition")); reparts != 3 {
+		t.Errorf("%d records went through the repartition topic, want 3", reparts)
+	}
+}
+
+// A processor-API node reads a DSL table's store as Timestamped values.
+func TestProcessorAPIReadsDSLStore(t *testing.T) {
+	b := stream.NewBuilder()
+	users := stream.TableFrom(b, str, str, "users", stream.Materialized("users"))
+	clicks := stream.From(b, str, str, []string{"clicks"})
+	out := stream.Process(clicks, processor.Supplier[string, string, string, string](func() processor.Processor[string, string, string, string] {
+		return &userLookup{}
+	}), []string{users.StoreName()})
+	out.To("out", str, str)
+	h := run(t, b)
+	h.pipe("users", "u1", "Ann", 7)
+	h.pipe("clicks", "u1", "c", 9)
+	h.want("out", false, "u1=Ann@7@9")
+}
+
+type userLookup struct {
+	ctx   processor.Context[string, string]
+	users interface {
+		Get(string) (stream.Timestamped[string], bool, error)
+	}
+}
+
+func (p *userLookup) Init(ctx processor.Context[string, string]) (err error) {
+	p.ctx = ctx
+	p.users, err = processor.KeyValueStore[string, stream.Timestamped[string]](ctx, "users")
+	return err
+}
+
+func (p *userLookup) Process(r processor.Record[string, string]) error {
+	u, _, err := p.users.Get(r.Key)
+	if err != nil {
+		return err
+	}
+	return p.ctx.Forward(processor.WithValue(r, fmt.Sprintf("%s@%d", u.Value, u.Timestamp.Sub(t0).Milliseconds())))
+}
+
+func (p *userLookup) Close() error { return nil }
+
+// A foreign-key join's result keeps a store when an operation downstream needs old
+// values (here a re-grouping), as Kafka Streams materializes it; without a value serde
+// Build says what to pass.
+func TestForeignKeyJoinResultMaterializedOnDemand(t *testing.T) {
+	build := func(values serde.Serde[string]) *stream.Builder {
+		b := stream.NewBuilder()
+		orders := stream.TableFrom(b, str, str, "orders")
+		products := stream.TableFrom(b, str, str, "products")
+		j := stream.ForeignKeyJoin(orders, products, func(o string) string { p, _, _ := strings.Cut(o, ":"); return p },
+			func(o, p string) string { return p }, values)
+		byName := stream.TableGroupBy(j, func(k, v string) (string, string) { return v, k }, str, str).Count()
+		stream.ToStream(byName).To("out", str, ni64)
+		return b
+	}
+	if _, err := build(nil).Build(); err == nil || !strings.Contains(err.Error(), "pass the value serde") {
+		t.Errorf("Build without the value serde: %v", err)
+	}
+	h := run(t, build(str))
+	h.pipe("products", "p1", "Pen", 1)
+	h.pipe("orders", "o1", "p1:2", 2)
+	h.pipe("products", "p1", "Ink", 3)
+	h.want("out", true, "Pen=1@2 Pen=0@3 Ink=1@3")
+}
+
+// A stream joined with a foreign-key join's result looks it up in a store made for it.
+func TestStreamJoinWithForeignKeyJoinResult(t *testing.T) {
+	b := stream.NewBuilder()
+	orders := stream.TableFrom(b, str, str, "orders")
+	products := stream.TableFrom(b, str, str, "products")
+	j := stream.ForeignKeyJoin(orders, products, func(o string) string { p, _, _ := strings.Cut(o, ":"); return p },
+		func(o, p string) string { return o + "/" + p }, str)
+	stream.Join(stream.From(b, str, str, []string{"events"}), j, func(e, v string) string { return e + "=" + v }).To("out", str, str)
+	h := run(t, b)
+	h.pipe("products", "p1", "Pen", 1)
+	h.pipe("orders", "o1", "p1:2", 2)
+	h.pipe("events", "o1", "shipped", 3)
+	h.want("out", false, "o1=shipped=p1:2/Pen@3")
 }

@@ -44,6 +44,9 @@ type tableInfo[K, V any] struct {
 	sources      []string
 	keys         serde.Serde[K] // nil when unknown
 	values       serde.Serde[V] // nil when unknown
+	// materialize, when set, gives the table a store on demand (a lookup or old values
+	// downstream), as Kafka Streams materializes a KTableSource.
+	materialize func()
 }
 
 // Name is the graph node that forwards the table's changes, as (K, Change[V]) records.
@@ -59,6 +62,9 @@ func (t Table[K, V]) StoreName() string {
 }
 
 func (t *tableInfo[K, V]) connectGetter(nodes ...string) {
+	if t.materialize != nil {
+		t.materialize()
+	}
 	for _, st := range t.getterStores {
 		st.connect(nodes...)
 	}
@@ -84,14 +90,33 @@ func storeGetter[K, V any](store string) func(sp processor.StoreProvider) (gette
 func TableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V], topic string, opts ...Option) Table[K, V] {
 	o := collect(opts)
 	source := b.name(o, "KSTREAM-SOURCE-")
+	topology.AddSource(b.tb, source, keys, serde.Nullable(values), topic)
+	return tableSource(b, source, []string{topic}, topic, keys, values, o)
+}
+
+// ToTable turns a stream into a table of its latest value per key (KStream.toTable): a
+// nil value deletes its key, and records with a null key are dropped. When the key may
+// have changed upstream, the stream goes through a repartition topic first, as in
+// Kafka Streams. The table's store is named …-STATE-STORE-000000000N unless
+// Materialized.
+func ToTable[K, V any](s Stream[K, *V], keys serde.Serde[K], values serde.Serde[V], opts ...Option) Table[K, V] {
+	o := collect(opts)
+	o.name = ""
+	if s.keyChanged {
+		s = repartition(s, s.b.newName("KSTREAM-TOTABLE-REPARTITION-"), keys, serde.Nullable(values))
+	}
+	return tableSource(s.b, s.node, s.sources, "KSTREAM-TOTABLE", keys, values, o)
+}
+
+// tableSource adds Kafka Streams' KTableSource after parent: it keeps each key's
+// latest value in the table's store and forwards the change.
+func tableSource[K, V any](b *Builder, parent string, sources []string, storePrefix string, keys serde.Serde[K], values serde.Serde[V], o options) Table[K, V] {
 	node := b.newName("KTABLE-SOURCE-")
 	store := o.store
 	if store == "" {
-		store = b.newName("") // Kafka Streams: <topic>-STATE-STORE-000000000N
-		store = topic + "-STATE-STORE-" + store
+		store = b.newName(storePrefix + "-STATE-STORE-") // Kafka Streams: <topic>-STATE-STORE-000000000N
 	}
-	topology.AddSource(b.tb, source, keys, serde.Nullable(values), topic)
-	info := &tableInfo[K, V]{node: node, sources: []string{topic}, keys: keys, values: values}
+	info := &tableInfo[K, V]{node: node, sources: sources, keys: keys, values: values}
 	info.enableOld = func(bool) bool { info.sendOld = true; return true }
 	topology.AddProcessor(b.tb, node, supplier(func(ctx processor.Context[K, Change[V]]) (func(processor.Record[K, *V]) error, error) {
 		kv, err := processor.KeyValueStore[K, Timestamped[V]](ctx, store)
@@ -108,12 +133,7 @@ func TableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V],
 			if err != nil {
 				return err
 			}
-			if r.Value == nil {
-				err = kv.Delete(r.Key)
-			} else {
-				err = kv.Put(r.Key, Timestamped[V]{Value: *r.Value, Timestamp: r.Timestamp})
-			}
-			if err != nil {
+			if err := putOrDelete(kv, r.Key, r.Value, r.Timestamp); err != nil {
 				return err
 			}
 			c := Change[V]{New: r.Value}
@@ -122,7 +142,7 @@ func TableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V],
 			}
 			return ctx.Forward(processor.WithValue(r, c))
 		}, nil
-	}), source)
+	}), parent)
 	info.store = addStore(b, store, keys, values, o, node)
 	info.getter = storeGetter[K, V](store)
 	info.getterStores = []*pendingStore{info.store}
@@ -180,13 +200,7 @@ func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values s
 				}
 			}
 			if kv != nil {
-				var err error
-				if c.New == nil {
-					err = kv.Delete(r.Key)
-				} else {
-					err = kv.Put(r.Key, Timestamped[V2]{Value: *c.New, Timestamp: r.Timestamp})
-				}
-				if err != nil {
+				if err := putOrDelete(kv, r.Key, c.New, r.Timestamp); err != nil {
 					return err
 				}
 			}

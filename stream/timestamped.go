@@ -62,3 +62,18 @@ func valueOnlySerde[V any](values serde.Serde[V]) serde.Serde[V] {
 			return values.Deserialize(topic, data[8:])
 		})
 }
+
+// tsWriter is what putOrDelete needs of a DSL store.
+type tsWriter[K, V any] interface {
+	Put(K, Timestamped[V]) error
+	Delete(K) error
+}
+
+// putOrDelete keeps v, with timestamp ts, as key's value, or removes key when v is nil
+// (null): a table's store never holds null.
+func putOrDelete[K, V any](kv tsWriter[K, V], key K, v *V, ts time.Time) error {
+	if v == nil {
+		return kv.Delete(key)
+	}
+	return kv.Put(key, Timestamped[V]{Value: *v, Timestamp: ts})
+}

@@ -1,4 +1,6 @@
-// Command wordcount runs Kafka Streams' WordCountDemo on eddy.
+// Command wordcount runs Kafka Streams' WordCountDemo on eddy, its topology written in
+// the stream DSL (package dsl), or with -processor-api in the processor API (package
+// wordcount); both write the same counts.
 //
 // With no flags it starts an embedded broker, creates the topics, feeds a built-in
 // sample text, runs the application until every line is processed and committed, and
@@ -35,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/examples/wordcount/dsl"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/names"
@@ -52,6 +55,7 @@ type options struct {
 	verbose    bool
 	timeout    time.Duration
 	httpAddr   string
+	procAPI    bool
 }
 
 func main() {
@@ -63,6 +67,7 @@ func main() {
 	flag.BoolVar(&o.follow, "follow", false, "keep running and print each count as it changes, until interrupted")
 	flag.BoolVar(&o.verbose, "v", false, "log at info level (default: warnings only)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up when the input is not processed within this time")
+	flag.BoolVar(&o.procAPI, "processor-api", false, "run the processor-API version of the topology instead of the DSL one")
 	flag.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /topology and /stores/counts/keys/{word} on this host:port")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -118,7 +123,11 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			return err
 		}
 	}
-	topo, err := wordcount.Topology()
+	topology := dsl.Topology
+	if o.procAPI {
+		topology = wordcount.Topology
+	}
+	topo, err := topology()
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/changelog"
-	"github.com/eddy-streams/eddy/examples/wordcount/processorapi"
+	wordcountdsl "github.com/eddy-streams/eddy/examples/wordcount/dsl"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/processor"
@@ -37,10 +37,10 @@ func buildTopology(spec *childSpec, seen func(processor.TaskID)) (*topology.Topo
 		topology.AddSource(b, "in", serde.Bytes(), serde.Bytes(), spec.Input)
 		topology.AddSink(b, "out", spec.Output, serde.Bytes(), serde.Bytes(), "in")
 		return b.Build()
-	case "wordcount": // the processor-API word count, as the rows measured it
-		return processorapi.TopologyFor(spec.Input, spec.Output)
-	case "wordcount-dsl":
+	case "wordcount":
 		return wordcount.TopologyFor(spec.Input, spec.Output)
+	case "wordcount-dsl": // the same word count in the stream DSL
+		return wordcountdsl.TopologyFor(spec.Input, spec.Output)
 	case "kv-put", "kv-get":
 		put := spec.Topology == "kv-put"
 		b := topology.NewBuilder()

@@ -1,16 +1,16 @@
 // Package wordcount is the topology of Kafka Streams' WordCountDemo, written with eddy's
-// stream DSL: lines of text → words → grouped by word (through the repartition topic
-// "words") → a count per word in the store "counts" → the counts topic. Topics and
-// formats are the demo's own, so the two can run side by side on one cluster. Package
-// processorapi is the same topology written with the processor API.
+// processor API: lines of text → words → repartition by word → a count per word in the
+// store "counts" → the counts topic. Topics and formats are the demo's own, so the two
+// can run side by side on one cluster.
 package wordcount
 
 import (
 	"strings"
 	"unicode"
 
+	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
-	"github.com/eddy-streams/eddy/stream"
+	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/topology"
 )
 
@@ -37,12 +37,48 @@ func Topology() (*topology.Topology, error) {
 // TopologyFor builds the word-count topology reading lines from input and writing
 // counts to output.
 func TopologyFor(input, output string) (*topology.Topology, error) {
-	b := stream.NewBuilder()
-	lines := stream.From(b, serde.String(), serde.String(), []string{input})
-	words := stream.FlatMapValues(lines, func(_, line string) []string { return Words(line) })
-	counts := stream.GroupBy(words, func(_, word string) string { return word },
-		serde.String(), serde.String(), stream.Named("words")).
-		Count(stream.Materialized(StoreName))
-	stream.ToStream(counts).To(output, serde.String(), serde.Nullable(serde.Int64()))
+	b := topology.NewBuilder()
+	topology.AddSource(b, "lines", serde.String(), serde.String(), input)
+	topology.AddProcessor(b, "split", processor.FlatMap(splitLine), "lines")
+	topology.AddRepartition(b, "words", serde.String(), serde.String(), "split")
+	topology.AddProcessor(b, "count", func() processor.Processor[string, string, string, int64] { return &counter{} }, "words")
+	topology.AddKeyValueStore(b, StoreName, serde.String(), serde.Int64(), "count")
+	topology.AddSink(b, "output", output, serde.String(), serde.Int64(), "count")
 	return b.Build()
 }
+
+func splitLine(rec processor.Record[string, string]) ([]processor.Record[string, string], error) {
+	words := Words(rec.Value)
+	out := make([]processor.Record[string, string], len(words))
+	for i, w := range words {
+		out[i] = processor.WithKeyValue(rec, w, w)
+	}
+	return out, nil
+}
+
+// counter adds one to the word's count and forwards the new count.
+type counter struct {
+	ctx    processor.Context[string, int64]
+	counts statestore.KeyValueStore[string, int64]
+}
+
+func (c *counter) Init(ctx processor.Context[string, int64]) error {
+	c.ctx = ctx
+	var err error
+	c.counts, err = processor.KeyValueStore[string, int64](ctx, StoreName)
+	return err
+}
+
+func (c *counter) Process(rec processor.Record[string, string]) error {
+	n, _, err := c.counts.Get(rec.Key)
+	if err != nil {
+		return err
+	}
+	n++
+	if err := c.counts.Put(rec.Key, n); err != nil {
+		return err
+	}
+	return c.ctx.Forward(processor.WithValue(rec, n))
+}
+
+func (c *counter) Close() error { return nil }

@@ -11,10 +11,12 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/eddy-streams/eddy/examples/wordcount/dsl"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/stream"
+	"github.com/eddy-streams/eddy/topology"
 	"github.com/eddy-streams/eddy/topologytest"
 )
 
@@ -117,7 +119,68 @@ func TestTokenizerByHand(t *testing.T) {
 	}
 }
 
+// version is one way of writing the word count: its topology, and how its store and
+// changelog keep a count.
+type version struct {
+	name      string
+	topology  func() (*topology.Topology, error)
+	stored    func(d *topologytest.Driver) (map[string]int64, error)
+	logged    func(value []byte) (int64, bool)
+	changelog string // the layout of a changelog value, for messages
+}
+
+var versions = []version{
+	{
+		name: "processor API", topology: wordcount.Topology,
+		stored: func(d *topologytest.Driver) (map[string]int64, error) {
+			st, err := topologytest.KeyValueStore[string, int64](d, wordcount.StoreName)
+			if err != nil {
+				return nil, err
+			}
+			kvs, err := statestore.Collect(st.All())
+			out := map[string]int64{}
+			for _, kv := range kvs {
+				out[kv.Key] = kv.Value
+			}
+			return out, err
+		},
+		logged: func(v []byte) (int64, bool) {
+			return int64(binary.BigEndian.Uint64(v)), len(v) == 8
+		},
+		changelog: "an Int64",
+	},
+	{
+		// the DSL keeps each count with the timestamp of its last update
+		name: "DSL", topology: dsl.Topology,
+		stored: func(d *topologytest.Driver) (map[string]int64, error) {
+			st, err := topologytest.KeyValueStore[string, stream.Timestamped[int64]](d, dsl.StoreName)
+			if err != nil {
+				return nil, err
+			}
+			kvs, err := statestore.Collect(st.All())
+			out := map[string]int64{}
+			for _, kv := range kvs {
+				out[kv.Key] = kv.Value.Value
+			}
+			return out, err
+		},
+		logged: func(v []byte) (int64, bool) {
+			if len(v) != 16 {
+				return 0, false
+			}
+			return int64(binary.BigEndian.Uint64(v[8:])), true
+		},
+		changelog: "a timestamp and an Int64",
+	},
+}
+
 func TestWordcountEqualsIndependentCount(t *testing.T) {
+	for _, v := range versions {
+		t.Run(v.name, func(t *testing.T) { testIndependentCount(t, v) })
+	}
+}
+
+func testIndependentCount(t *testing.T, v version) {
 	lines := corpus(400)
 	want := map[string]int64{}
 	total := 0
@@ -131,7 +194,7 @@ func TestWordcountEqualsIndependentCount(t *testing.T) {
 		t.Fatalf("the corpus is too poor: %d distinct words, %d in all", len(want), total)
 	}
 
-	topo, err := wordcount.Topology()
+	topo, err := v.topology()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,29 +236,20 @@ func TestWordcountEqualsIndependentCount(t *testing.T) {
 	compare(t, "output (last value per word)", running, want)
 
 	// The store holds the same counts...
-	// (the DSL keeps each count with the timestamp of its last update)
-	st, err := topologytest.KeyValueStore[string, stream.Timestamped[int64]](d, wordcount.StoreName)
+	stored, err := v.stored(d)
 	if err != nil {
 		t.Fatal(err)
-	}
-	kvs, err := statestore.Collect(st.All())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := map[string]int64{}
-	for _, kv := range kvs {
-		stored[kv.Key] = kv.Value.Value
 	}
 	compare(t, "store", stored, want)
 
-	// ...and so does its changelog, read as a compacted topic: a timestamp and the
-	// count, 8 bytes each.
+	// ...and so does its changelog, read as a compacted topic.
 	logged := map[string]int64{}
 	for _, r := range d.Records(d.ChangelogTopic(wordcount.StoreName)) {
-		if len(r.Value) != 16 {
-			t.Fatalf("changelog value %x is not a timestamp and an Int64", r.Value)
+		n, ok := v.logged(r.Value)
+		if !ok {
+			t.Fatalf("changelog value %x is not %s", r.Value, v.changelog)
 		}
-		logged[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value[8:]))
+		logged[string(r.Key)] = n
 	}
 	compare(t, "changelog", logged, want)
 

@@ -1,0 +1,47 @@
+// Package stream is eddy's streams DSL, Kafka Streams' StreamsBuilder/KStream/KTable in
+// Go: typed streams and tables, grouping, aggregation and joins, built on the processor
+// API of packages topology and processor. A DSL topology runs in the runtime and in
+// topologytest like any other, and mixes with processor-API nodes (Builder.Topology,
+// Stream.Name, FromNode, Process).
+//
+//	b := stream.NewBuilder()
+//	lines := stream.From(b, serde.String(), serde.String(), []string{"lines"})
+//	words := stream.FlatMapValues(lines, func(_, l string) []string { return strings.Fields(l) })
+//	counts := stream.GroupBy(words, func(_, w string) string { return w }, serde.String(), serde.String()).
+//		Count(stream.Materialized("counts"))
+//	stream.ToStream(counts).To("counts", serde.String(), serde.Nullable(serde.Int64()))
+//	topo, err := b.Build()
+//
+// # Types
+//
+// Stream[K, V] and Table[K, V] are handles, cheap to copy. Operations that keep the types
+// are methods (Filter, Peek, Merge, To, GroupByKey, ...); those that change them are
+// functions, because Go methods cannot take type parameters (Map, MapValues, SelectKey,
+// FlatMap, GroupBy, Aggregate, ToStream, the joins, ...). Every edge is typed and checked
+// when the program compiles; Build checks the graph once more.
+//
+// # Null values and tombstones
+//
+// Kafka's null is the nil of V's type: a stream that must see tombstones reads its topic
+// with serde.Nullable, so its values are pointers and a tombstone is nil. Operators treat
+// nil as Kafka Streams treats null: aggregations skip null values, stream-table joins
+// drop records with a null value (and, except a left join, a null key). A table's values
+// are never null: a tombstone deletes its key, so Table[K, V] holds plain V, and
+// ToStream shows each deletion as a nil *V. Joiners get a nil pointer for a missing
+// side (LeftJoin, TableLeftJoin, TableOuterJoin, ForeignKeyLeftJoin).
+//
+// # Semantics
+//
+// Each operator follows Kafka Streams 4.1: the old/new value (Change) propagation of
+// tables, sent only when a downstream operator needs old values; a repartition topic for
+// grouping only when an operator upstream may have changed the key (SelectKey, Map,
+// FlatMap, Process, FromNode); aggregates carry the largest timestamp of their inputs;
+// table-table joins the larger of both sides'; stream-table joins the stream record's.
+// DSL stores keep each value with its timestamp (Timestamped); eddy.Query reads the
+// plain values. Names of generated nodes and stores follow Kafka Streams'
+// (KSTREAM-FILTER-0000000003), so Describe reads the same.
+//
+// Where eddy differs: a table read from a topic keeps a changelog of its own (eddy
+// restores stores from changelogs only); record caching is not done (every update goes
+// downstream, as with Kafka Streams' caching off); global tables are not there yet.
+package stream
