@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-streams/eddy/examples/wordcount/processorapi"
+	"github.com/eddy-streams/eddy/examples/wordcount/dsl"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
@@ -109,14 +109,14 @@ func TestWordcountProcessorAPIEqualsKafkaStreams(t *testing.T) {
 	}
 }
 
-// The examples' word counts (examples/wordcount: the DSL one and the processor-API one)
+// The examples' word counts (examples/wordcount: dsl and the processor-API wordcount)
 // give Kafka Streams' WordCountDemo output where their rules agree: ASCII words without
 // '_' and timestamps that never go back. (Elsewhere they differ on purpose: the
 // examples' words are runs of Unicode letters and digits; the processor-API example's
 // counts carry the timestamp of the record counted, Kafka Streams' the largest so far.)
 func TestExampleWordcountsEqualKafkaStreamsOnASCII(t *testing.T) {
 	for name, build := range map[string]func(string, string) (*topology.Topology, error){
-		"dsl": wordcount.TopologyFor, "processorapi": processorapi.TopologyFor,
+		"dsl": dsl.TopologyFor, "processorapi": wordcount.TopologyFor,
 	} {
 		t.Run(name, func(t *testing.T) {
 			topo, err := build("wc-in", "wc-out")
