@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // When Maven cannot build the oracle (here a stand-in mvn failing as it does with no
@@ -45,5 +46,39 @@ func TestBuildFailsClearlyWithoutMaven(t *testing.T) {
 	os.Remove(filepath.Join(bin, "mvn"))
 	if _, err := Build(context.Background(), cache); !errors.Is(err, ErrBuild) || !strings.Contains(err.Error(), "not on PATH") {
 		t.Fatalf("Build with no mvn = %v, want ErrBuild saying mvn is not on PATH", err)
+	}
+}
+
+// Builds wait for each other: a held lock makes Build wait until it is released or the
+// context ends.
+func TestBuildWaitsForTheLock(t *testing.T) {
+	dir := t.TempDir()
+	lock := filepath.Join(dir, "build.lock")
+	unlock, err := lockFile(context.Background(), lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := lockFile(ctx, lock); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second lockFile while the first holds it = %v, want DeadlineExceeded", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		u, err := lockFile(context.Background(), lock)
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	unlock()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("lockFile did not take the lock within 10 s of its release")
 	}
 }

@@ -291,8 +291,18 @@ func Build(ctx context.Context, cacheDir string) (string, error) {
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBuild, err)
 	}
-	// Build in a directory of our own and rename it into place: test binaries of
-	// several packages may build at the same time.
+	// Test binaries of several packages start at once: one builds, the others wait for
+	// it, so that two Maven runs do not download into a cold ~/.m2 at the same time.
+	unlock, err := lockFile(ctx, filepath.Join(cacheDir, "build.lock"))
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBuild, err)
+	}
+	defer unlock()
+	if cp, err := classpath(dir); err == nil {
+		return cp, nil // built while we waited
+	}
+	// Build in a directory of our own and rename it into place, so that a build cut
+	// short leaves nothing that looks built.
 	tmp, err := os.MkdirTemp(cacheDir, "build-")
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBuild, err)
@@ -342,6 +352,31 @@ func classpath(dir string) (string, error) {
 		}
 	}
 	return strings.Join(append([]string{jar}, list...), string(os.PathListSeparator)), nil
+}
+
+// lockFile takes the lock path by creating it, waiting while another process holds it.
+// A lock older than 15 minutes is taken to be left by a process that died.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+	for {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "%d\n", os.Getpid())
+			f.Close()
+			return func() { os.Remove(path) }, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		if st, err := os.Stat(path); err == nil && time.Since(st.ModTime()) > 15*time.Minute {
+			os.Remove(path)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for another build to release %s: %w", path, context.Cause(ctx))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // sourcesVersion is a hash of the embedded sources: a changed topology rebuilds the jar.
