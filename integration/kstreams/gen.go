@@ -46,7 +46,8 @@ func Words(line string) []string {
 }
 
 // Inputs makes n seeded random input records for topology: keys from small pools (so
-// they collide), tombstones, and timestamps in random order over an hour (some equal).
+// they collide), tombstones, repeated values (updates that change nothing), and
+// timestamps in random order over an hour (some equal).
 // The same topology, seed and n give the same records.
 func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 	g := gen{rng: rand.New(rand.NewPCG(seed, 0x6b73747265616d73))}
@@ -70,9 +71,17 @@ func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s)", topology, strings.Join(Topologies, ", "))
 	}
 	out := make([]Record, n)
+	last := map[string][]byte{} // topic and key → the last value generated for them
 	for i := range out {
-		out[i] = next()
-		out[i].Timestamp = g.timestamp()
+		r := next()
+		id := r.Topic + "\x00" + string(r.Key)
+		// Now and then the same value again: an update that changes nothing.
+		if v, ok := last[id]; ok && v != nil && g.rng.IntN(10) == 0 {
+			r.Value = v
+		}
+		last[id] = r.Value
+		r.Timestamp = g.timestamp()
+		out[i] = r
 	}
 	return out, nil
 }
