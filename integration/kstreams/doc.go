@@ -60,13 +60,17 @@
 //
 // The JVM reads one JSON request per line on stdin and answers one JSON line on stdout:
 //
-//	→ {"topology":"T3","input":[{"topic":"clicks","key":B64|null,"value":B64|null,"ts":ms},...]}
+//	→ {"topology":"T3","input":[{"topic":"clicks","key":B64|null,"value":B64|null,"ts":ms},...],
+//	   "config":{"statestore.cache.max.bytes":"0"}}        ("config" optional)
 //	← {"outputs":{"clicks-inner":[{"key":B64|null,"value":B64|null,"ts":ms},...],...}}
 //	← {"error":"java.lang.IllegalArgumentException: ...","trace":"..."}
 //
 // Keys and values are the serialized bytes in standard base64 (padded), so bytes are
 // kept exactly; JSON null is a null key or value. Every output topic of the topology is
 // in "outputs", possibly empty. Each request runs in a fresh TopologyTestDriver with
-// default configs (it commits after every record, so record caching does not change the
-// output). The JVM ends at the end of stdin.
+// default configs, overridden by "config" (StreamsConfig properties). The driver commits
+// after every record, yet record caching (on by default) still changes the output in one
+// way: a tombstone for a key a cached table does not hold is neither stored nor
+// forwarded (CachingKeyValueStore.putAndMaybeForward); with
+// statestore.cache.max.bytes=0 the nodes below see it. The JVM ends at the end of stdin.
 package kstreams
