@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -311,7 +312,7 @@ func Build(ctx context.Context, cacheDir string) (string, error) {
 	if err := os.CopyFS(tmp, must(fs.Sub(oracleSources, "oracle"))); err != nil {
 		return "", fmt.Errorf("%w: writing its sources to %s: %v", ErrBuild, tmp, err)
 	}
-	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-Dstyle.color=never", "package")
+	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "package")
 	cmd.Dir = tmp
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -423,8 +424,11 @@ func isExecutable(p string) bool {
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
+// ansiEscape matches the colour codes Maven 3.8 writes even with -B.
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
 func tail(b []byte, lines int) string {
-	s := strings.TrimRight(string(b), "\n")
+	s := strings.TrimRight(ansiEscape.ReplaceAllString(string(b), ""), "\n")
 	all := strings.Split(s, "\n")
 	if len(all) > lines {
 		all = all[len(all)-lines:]
