@@ -24,8 +24,6 @@ type Builder struct {
 	errs     []error
 	// copartitions are groups of source topics that must have equal partition counts.
 	copartitions [][]string
-	// finish runs at Build, in order: checks that need the whole graph.
-	finish []func() error
 }
 
 // NewBuilder returns an empty Builder.
@@ -52,11 +50,6 @@ func (b *Builder) Build() (*topology.Topology, error) {
 	for _, g := range b.copartitions {
 		b.tb.Copartition(g...)
 	}
-	for _, f := range b.finish {
-		if err := f(); err != nil {
-			return nil, fmt.Errorf("%w: %w", topology.ErrInvalid, err)
-		}
-	}
 	return b.tb.Build()
 }
 
@@ -80,6 +73,17 @@ func (b *Builder) name(o options, prefix string) string {
 		return o.name
 	}
 	return b.newName(prefix)
+}
+
+// nodeName names the node of an operation that keeps no store: only Named applies;
+// a store option is reported, as it would be silently meaningless.
+func (b *Builder) nodeName(opts []Option, prefix string) string {
+	o := collect(opts)
+	name := b.name(o, prefix)
+	if o.store != "" || o.inMemory || o.withoutChangelog {
+		b.fail("%s: Materialized, InMemory and WithoutChangelog apply to operations that make a table; this one keeps no store", name)
+	}
+	return name
 }
 
 // pendingStore is a store added at Build, when every processor that reads it is known.

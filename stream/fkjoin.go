@@ -374,7 +374,6 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 		}
 		res.store = addStore(b, resStore, pkSerde, values, o, result)
 		res.getter = storeGetter[K, VR](resStore)
-		res.getterStores = []*pendingStore{res.store}
 	}
 	res.enableOld = func(bool) bool {
 		res.materialize()

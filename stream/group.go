@@ -133,7 +133,6 @@ func aggregate[K, V, VA any](g *GroupedStream[K, V], prefix string, opts []Optio
 	}), in.node)
 	info.store = addStore(b, store, g.keys, values, o, name)
 	info.getter = storeGetter[K, VA](store)
-	info.getterStores = []*pendingStore{info.store}
 	info.sources = in.sources
 	return Table[K, VA]{b: b, t: info}
 }

@@ -193,7 +193,6 @@ func tableAggregate[K, V, VA any](g *GroupedTable[K, V], prefix string, opts []O
 	}), in)
 	info.store = addStore(b, store, g.keys, values, o, name)
 	info.getter = storeGetter[K, VA](store)
-	info.getterStores = []*pendingStore{info.store}
 	return Table[K, VA]{b: b, t: info}
 }
 

@@ -15,7 +15,7 @@ func streamTableJoin[K, V, VT, VR any](s Stream[K, V], t Table[K, VT], prefix st
 	if s.keyChanged {
 		b.fail("join of stream %q with table %q: the stream's key may have changed upstream (%s), so it may not be partitioned like the table: call Repartition on it first", s.node, t.t.node, "selectKey, map, flatMap or process")
 	}
-	name := b.name(collect(opts), prefix)
+	name := b.nodeName(opts, prefix)
 	info := t.t
 	topology.AddProcessor(b.tb, name, supplier(func(ctx processor.Context[K, VR]) (func(processor.Record[K, V]) error, error) {
 		get, err := info.getter(ctx)
@@ -169,12 +169,11 @@ func tableTableJoin[K, VL, VR, VO any](l Table[K, VL], r Table[K, VR], kind stri
 		}
 		res.store = addStore(b, store, l.t.keys, values, o, merge)
 		res.getter = storeGetter[K, VO](store)
-		res.getterStores = []*pendingStore{res.store}
 		return Table[K, VO]{b: b, t: res}
 	}
 	// Not materialized: read both sides and join on the fly, as Kafka Streams' join
 	// value getters do.
-	res.getterStores = append(append([]*pendingStore(nil), l.t.getterStores...), r.t.getterStores...)
+	res.derivedFrom = []lookupSource{l.t, r.t}
 	res.getter = func(sp processor.StoreProvider) (getterFunc[K, VO], error) {
 		gl, err := l.t.getter(sp)
 		if err != nil {

@@ -40,14 +40,14 @@ func FromNode[K, V any](b *Builder, node string) Stream[K, V] {
 // From reads a stream from topics (KStreamBuilder.stream). The source node is named
 // KSTREAM-SOURCE-000000000N unless Named.
 func From[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V], topics []string, opts ...Option) Stream[K, V] {
-	name := b.name(collect(opts), "KSTREAM-SOURCE-")
+	name := b.nodeName(opts, "KSTREAM-SOURCE-")
 	topology.AddSource(b.tb, name, keys, values, topics...)
 	return Stream[K, V]{b: b, node: name, sources: topics}
 }
 
 // addNode adds a processor after the stream and returns the stream of its output.
 func addNode[K, V, K2, V2 any](s Stream[K, V], prefix string, opts []Option, sup processor.Supplier[K, V, K2, V2], keyChanging bool) Stream[K2, V2] {
-	name := s.b.name(collect(opts), prefix)
+	name := s.b.nodeName(opts, prefix)
 	topology.AddProcessor(s.b.tb, name, sup, s.node)
 	return Stream[K2, V2]{b: s.b, node: name, keyChanged: s.keyChanged || keyChanging, sources: s.sources}
 }
@@ -152,7 +152,7 @@ func Process[K, V, K2, V2 any](s Stream[K, V], sup processor.Supplier[K, V, K2, 
 
 // Merge returns the records of s and others as one stream.
 func (s Stream[K, V]) Merge(others []Stream[K, V], opts ...Option) Stream[K, V] {
-	name := s.b.name(collect(opts), "KSTREAM-MERGE-")
+	name := s.b.nodeName(opts, "KSTREAM-MERGE-")
 	parents := []string{s.node}
 	out := Stream[K, V]{b: s.b, node: name, keyChanged: s.keyChanged, sources: s.sources}
 	for _, o := range others {
@@ -168,7 +168,7 @@ func (s Stream[K, V]) Merge(others []Stream[K, V], opts ...Option) Stream[K, V] 
 
 // To writes the stream to topic.
 func (s Stream[K, V]) To(topic string, keys serde.Serde[K], values serde.Serde[V], opts ...Option) {
-	name := s.b.name(collect(opts), "KSTREAM-SINK-")
+	name := s.b.nodeName(opts, "KSTREAM-SINK-")
 	topology.AddSink(s.b.tb, name, topic, keys, values, s.node)
 }
 
@@ -176,7 +176,7 @@ func (s Stream[K, V]) To(topic string, keys serde.Serde[K], values serde.Serde[V
 // (<application>-<name>-repartition) and reads it back, so records are partitioned by
 // their current key. name is KSTREAM-REPARTITION-000000000N unless Named.
 func (s Stream[K, V]) Repartition(keys serde.Serde[K], values serde.Serde[V], opts ...Option) Stream[K, V] {
-	name := s.b.name(collect(opts), "KSTREAM-REPARTITION-")
+	name := s.b.nodeName(opts, "KSTREAM-REPARTITION-")
 	return repartition(s, name, keys, values)
 }
 
@@ -275,7 +275,7 @@ func NonNull[K, V any](s Stream[K, *V], opts ...Option) Stream[K, V] {
 // that the topology lists every topic it writes, and the runtime can check them before
 // it starts; a record for a topic not declared fails with an error naming it.
 func (s Stream[K, V]) ToTopics(choose func(K, V) string, topics []string, keys serde.Serde[K], values serde.Serde[V], opts ...Option) {
-	router := s.b.name(collect(opts), "KSTREAM-SINK-ROUTER-")
+	router := s.b.nodeName(opts, "KSTREAM-SINK-ROUTER-")
 	sinks := map[string]string{}
 	for _, t := range topics {
 		sinks[t] = s.b.newName("KSTREAM-SINK-")

@@ -483,3 +483,38 @@ func TestStreamJoinWithForeignKeyJoinResult(t *testing.T) {
 	h.pipe("events", "o1", "shipped", 3)
 	h.want("out", false, "o1=shipped=p1:2/Pen@3")
 }
+
+func TestStoreOptionOnStatelessOperationIsReported(t *testing.T) {
+	b := stream.NewBuilder()
+	stream.From(b, str, str, []string{"in"}).Filter(func(string, string) bool { return true }, stream.Materialized("x")).To("out", str, str)
+	_, err := b.Build()
+	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), "KSTREAM-FILTER-0000000001: Materialized, InMemory and WithoutChangelog apply to operations that make a table") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// A source table gets a store only when something needs it, as in Kafka Streams.
+func TestSourceTableMaterializedOnlyWhenNeeded(t *testing.T) {
+	stores := func(b *stream.Builder) []string {
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, st := range topo.Subtopologies() {
+			out = append(out, st.Stores...)
+		}
+		return out
+	}
+	b := stream.NewBuilder()
+	stream.ToStream(stream.TableFrom(b, str, str, "t").Filter(func(_, v string) bool { return v != "" })).To("out", str, nstr)
+	if got := stores(b); len(got) != 0 {
+		t.Errorf("a table only streamed on has stores %q", got)
+	}
+	b = stream.NewBuilder()
+	f := stream.TableFrom(b, str, str, "t").Filter(func(_, v string) bool { return v != "" })
+	stream.Join(stream.From(b, str, str, []string{"s"}), f, func(a, b string) string { return a + b }).To("out", str, str)
+	if got := stores(b); !slices.Equal(got, []string{"t-STATE-STORE-0000000002"}) {
+		t.Errorf("a table looked up through a filter has stores %q", got)
+	}
+}

@@ -36,14 +36,15 @@ type tableInfo[K, V any] struct {
 	// when it cannot without materializing and force is false.
 	enableOld func(force bool) bool
 	// getter makes a task's reader of the table's current values; it needs the stores
-	// of getterStores attached to the asking processor.
-	getter       func(sp processor.StoreProvider) (getterFunc[K, V], error)
-	getterStores []*pendingStore
-	store        *pendingStore // the table's own store, when materialized
-	keyChanged   bool
-	sources      []string
-	keys         serde.Serde[K] // nil when unknown
-	values       serde.Serde[V] // nil when unknown
+	// of lookupStores attached to the asking processor (connectGetter does it).
+	getter func(sp processor.StoreProvider) (getterFunc[K, V], error)
+	// derivedFrom are the tables a table without a store of its own reads through.
+	derivedFrom []lookupSource
+	store       *pendingStore // the table's own store, when materialized
+	keyChanged  bool
+	sources     []string
+	keys        serde.Serde[K] // nil when unknown
+	values      serde.Serde[V] // nil when unknown
 	// materialize, when set, gives the table a store on demand (a lookup or old values
 	// downstream), as Kafka Streams materializes a KTableSource.
 	materialize func()
@@ -52,8 +53,9 @@ type tableInfo[K, V any] struct {
 // Name is the graph node that forwards the table's changes, as (K, Change[V]) records.
 func (t Table[K, V]) Name() string { return t.t.node }
 
-// StoreName is the name of the table's store, or "" when it has none (a Filter or
-// MapValues without Materialized reads through its parent).
+// StoreName is the name of the table's store, or "" when it has none so far (a Filter
+// or MapValues without Materialized reads through its parent; a source table gets one
+// when an operation needs it).
 func (t Table[K, V]) StoreName() string {
 	if t.t.store == nil {
 		return ""
@@ -61,11 +63,41 @@ func (t Table[K, V]) StoreName() string {
 	return t.t.store.name
 }
 
-func (t *tableInfo[K, V]) connectGetter(nodes ...string) {
-	if t.materialize != nil {
+// lookupSource is a table (of any types) as the tables derived from it see it.
+type lookupSource interface {
+	prepareLookup()
+	lookupStores() []*pendingStore
+}
+
+// prepareLookup makes sure lookups of the table can be served: a table that can be
+// materialized on demand is; one that reads through its parents has them prepared.
+func (t *tableInfo[K, V]) prepareLookup() {
+	switch {
+	case t.materialize != nil:
 		t.materialize()
+	case t.store == nil:
+		for _, p := range t.derivedFrom {
+			p.prepareLookup()
+		}
 	}
-	for _, st := range t.getterStores {
+}
+
+// lookupStores are the stores a lookup reads: the table's own, or those of the tables
+// it reads through.
+func (t *tableInfo[K, V]) lookupStores() []*pendingStore {
+	if t.store != nil {
+		return []*pendingStore{t.store}
+	}
+	var out []*pendingStore
+	for _, p := range t.derivedFrom {
+		out = append(out, p.lookupStores()...)
+	}
+	return out
+}
+
+func (t *tableInfo[K, V]) connectGetter(nodes ...string) {
+	t.prepareLookup()
+	for _, st := range t.lookupStores() {
 		st.connect(nodes...)
 	}
 }
@@ -117,8 +149,30 @@ func tableSource[K, V any](b *Builder, parent string, sources []string, storePre
 		store = b.newName(storePrefix + "-STATE-STORE-") // Kafka Streams: <topic>-STATE-STORE-000000000N
 	}
 	info := &tableInfo[K, V]{node: node, sources: sources, keys: keys, values: values}
-	info.enableOld = func(bool) bool { info.sendOld = true; return true }
+	// As Kafka Streams' KTableSource, the table has a store only when Materialized, or
+	// when an operation downstream looks values up or needs old values.
+	info.materialize = func() {
+		if info.store != nil {
+			return
+		}
+		info.store = addStore(b, store, keys, values, o, node)
+		info.getter = storeGetter[K, V](store)
+	}
+	info.enableOld = func(bool) bool {
+		info.materialize()
+		info.sendOld = true
+		return true
+	}
 	topology.AddProcessor(b.tb, node, supplier(func(ctx processor.Context[K, Change[V]]) (func(processor.Record[K, *V]) error, error) {
+		if info.store == nil {
+			return func(r processor.Record[K, *V]) error {
+				if isNull(r.Key) {
+					ctx.Logger().Warn("skipping record due to null key")
+					return nil
+				}
+				return ctx.Forward(processor.WithValue(r, Change[V]{New: r.Value}))
+			}, nil
+		}
 		kv, err := processor.KeyValueStore[K, Timestamped[V]](ctx, store)
 		if err != nil {
 			return nil, err
@@ -143,9 +197,9 @@ func tableSource[K, V any](b *Builder, parent string, sources []string, storePre
 			return ctx.Forward(processor.WithValue(r, c))
 		}, nil
 	}), parent)
-	info.store = addStore(b, store, keys, values, o, node)
-	info.getter = storeGetter[K, V](store)
-	info.getterStores = []*pendingStore{info.store}
+	if o.store != "" {
+		info.materialize()
+	}
 	return Table[K, V]{b: b, t: info}
 }
 
@@ -213,9 +267,8 @@ func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values s
 		}
 		info.store = addStore(b, store, parent.keys, values, o, name)
 		info.getter = storeGetter[K, V2](store)
-		info.getterStores = []*pendingStore{info.store}
 	} else {
-		info.getterStores = parent.getterStores
+		info.derivedFrom = []lookupSource{parent}
 		info.getter = func(sp processor.StoreProvider) (getterFunc[K, V2], error) {
 			get, err := parent.getter(sp)
 			if err != nil {
@@ -276,7 +329,7 @@ func TableMapValues[K, V, V2 any](t Table[K, V], fn func(K, V) V2, values serde.
 // It is a function, not a method, because Go forbids the cycle Table[K, V] → Stream[K,
 // *V] → Table[K, *V] → … among methods of generic types.
 func ToStream[K, V any](t Table[K, V], opts ...Option) Stream[K, *V] {
-	name := t.b.name(collect(opts), "KTABLE-TOSTREAM-")
+	name := t.b.nodeName(opts, "KTABLE-TOSTREAM-")
 	topology.AddProcessor(t.b.tb, name, stateless(func(ctx processor.Context[K, *V], r processor.Record[K, Change[V]]) error {
 		return ctx.Forward(processor.WithValue(r, r.Value.New))
 	}), t.t.node)
