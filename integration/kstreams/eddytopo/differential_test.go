@@ -2,6 +2,8 @@ package eddytopo_test
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -9,6 +11,20 @@ import (
 	"github.com/eddy-streams/eddy/integration/kstreams/eddytopo"
 	"github.com/eddy-streams/eddy/topology"
 )
+
+// seeds is how many seeded inputs each topology gets: 5, or $EDDY_KSTREAMS_SEEDS for a
+// longer search.
+func seeds(t *testing.T) uint64 {
+	s := os.Getenv("EDDY_KSTREAMS_SEEDS")
+	if s == "" {
+		return 5
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		t.Fatalf("EDDY_KSTREAMS_SEEDS=%q: want a positive number of seeds", s)
+	}
+	return n
+}
 
 // noCache turns Kafka Streams' record caches off.
 var noCache = map[string]string{"statestore.cache.max.bytes": "0"}
@@ -56,7 +72,7 @@ func TestDifferentialAgainstKafkaStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			shrink := []int{0, 0} // per config: the first difference is shrunk, later ones only reported
-			for _, seed := range []uint64{1, 2, 3, 4, 5} {
+			for seed := uint64(1); seed <= seeds(t); seed++ {
 				input, err := kstreams.Inputs(c.name, seed, 300)
 				if err != nil {
 					t.Fatal(err)
