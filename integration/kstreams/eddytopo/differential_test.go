@@ -12,9 +12,9 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// seeds is how many seeded inputs each topology gets: 5, or $EDDY_KSTREAMS_SEEDS for a
+// seedCount is how many seeded inputs each topology gets: 5, or $EDDY_KSTREAMS_SEEDS for a
 // longer search.
-func seeds(t *testing.T) uint64 {
+func seedCount(t *testing.T) uint64 {
 	s := os.Getenv("EDDY_KSTREAMS_SEEDS")
 	if s == "" {
 		return 5
@@ -72,7 +72,7 @@ func TestDifferentialAgainstKafkaStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			shrink := []int{0, 0} // per config: the first difference is shrunk, later ones only reported
-			for seed := uint64(1); seed <= seeds(t); seed++ {
+			for seed := uint64(1); seed <= seedCount(t); seed++ {
 				input, err := kstreams.Inputs(c.name, seed, 300)
 				if err != nil {
 					t.Fatal(err)
