@@ -12,9 +12,9 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// seedCount is how many seeded inputs each topology gets: 5, or $EDDY_KSTREAMS_SEEDS for a
+// kstreamsSeedCount is how many seeded inputs each topology gets: 5, or $EDDY_KSTREAMS_SEEDS for a
 // longer search.
-func seedCount(t *testing.T) uint64 {
+func kstreamsSeedCount(t *testing.T) uint64 {
 	s := os.Getenv("EDDY_KSTREAMS_SEEDS")
 	if s == "" {
 		return 5
@@ -26,8 +26,8 @@ func seedCount(t *testing.T) uint64 {
 	return n
 }
 
-// noCache turns Kafka Streams' record caches off.
-var noCache = map[string]string{"statestore.cache.max.bytes": "0"}
+// kstreamsNoCache turns Kafka Streams' record caches off.
+var kstreamsNoCache = map[string]string{"statestore.cache.max.bytes": "0"}
 
 // The differential suite: each topology of eddy's DSL gives, on seeded random input
 // (colliding keys, tombstones, out-of-order timestamps), the records Kafka Streams 4.1.1
@@ -42,7 +42,7 @@ var noCache = map[string]string{"statestore.cache.max.bytes": "0"}
 // 4.1.1 lines 214-216); without caching the join below sees it.
 //
 // TODO(dsl): eddy's tables have no record caching yet; once they do, build the
-// eddy side of the noCache runs with caching turned off.
+// eddy side of the kstreamsNoCache runs with caching turned off.
 func TestDifferentialAgainstKafkaStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -72,12 +72,12 @@ func TestDifferentialAgainstKafkaStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			shrink := []int{0, 0} // per config: the first difference is shrunk, later ones only reported
-			for seed := uint64(1); seed <= seedCount(t); seed++ {
+			for seed := uint64(1); seed <= kstreamsSeedCount(t); seed++ {
 				input, err := kstreams.Inputs(c.name, seed, 300)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, kcfg := range []map[string]string{nil, noCache} {
+				for i, kcfg := range []map[string]string{nil, kstreamsNoCache} {
 					report, err := oracle.Compare(ctx, kstreams.Case{Topology: c.name, Input: input, Config: kcfg, ShrinkBudget: shrink[i]}, topo)
 					if err != nil {
 						t.Fatal(err)
