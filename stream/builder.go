@@ -24,10 +24,36 @@ type Builder struct {
 	errs     []error
 	// copartitions are groups of source topics that must have equal partition counts.
 	copartitions [][]string
+	// caching: tables' stores behave as Kafka Streams' record-cached stores (the
+	// default there and here); see NoCaching.
+	caching bool
 }
 
 // NewBuilder returns an empty Builder.
-func NewBuilder() *Builder { return &Builder{tb: topology.NewBuilder()} }
+func NewBuilder(opts ...BuilderOption) *Builder {
+	b := &Builder{tb: topology.NewBuilder(), caching: true}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// BuilderOption sets what holds for the whole topology.
+type BuilderOption func(*Builder)
+
+// NoCaching makes every table behave as Kafka Streams' tables do with record caching
+// off (statestore.cache.max.bytes=0); WithoutCaching does it for one table.
+//
+// With caching on (Kafka Streams' default, and eddy's), a table's store drops an update
+// that changes nothing: the deletion of a key it does not hold is neither stored nor
+// forwarded (Kafka Streams' CachingKeyValueStore). That is all of caching eddy does so
+// far: it does not yet hold updates back to deduplicate them per key between commits, so
+// its output is Kafka Streams' with caching on and a commit after every record (its
+// test driver's).
+func NoCaching() BuilderOption { return func(b *Builder) { b.caching = false } }
+
+// cached reports whether the store of an operation with options o is cached.
+func (b *Builder) cached(o options) bool { return b.caching && !o.withoutCaching }
 
 // Topology returns the processor-API builder under the DSL, to add processor-API nodes
 // that read from or feed DSL nodes (by their names). Build the topology with the DSL
@@ -80,8 +106,8 @@ func (b *Builder) name(o options, prefix string) string {
 func (b *Builder) nodeName(opts []Option, prefix string) string {
 	o := collect(opts)
 	name := b.name(o, prefix)
-	if o.store != "" || o.inMemory || o.withoutChangelog {
-		b.fail("%s: Materialized, InMemory and WithoutChangelog apply to operations that make a table; this one keeps no store", name)
+	if o.store != "" || o.inMemory || o.withoutChangelog || o.withoutCaching {
+		b.fail("%s: Materialized, InMemory, WithoutChangelog and WithoutCaching apply to operations that make a table; this one keeps no store", name)
 	}
 	return name
 }
@@ -129,6 +155,7 @@ type options struct {
 	store            string
 	inMemory         bool
 	withoutChangelog bool
+	withoutCaching   bool
 }
 
 func collect(opts []Option) options {
@@ -149,6 +176,10 @@ func Materialized(store string) Option { return func(o *options) { o.store = sto
 
 // InMemory keeps the operation's store in memory (see topology.StoreNode.InMemory).
 func InMemory() Option { return func(o *options) { o.inMemory = true } }
+
+// WithoutCaching makes the operation's table behave as with Kafka Streams' record
+// caching off (Materialized.withCachingDisabled); see NoCaching.
+func WithoutCaching() Option { return func(o *options) { o.withoutCaching = true } }
 
 // WithoutChangelog keeps the operation's store without a changelog topic (see
 // topology.StoreNode.WithoutChangelog).

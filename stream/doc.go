@@ -42,6 +42,7 @@
 // (KSTREAM-FILTER-0000000003), so Describe reads the same.
 //
 // Where eddy differs: a table read from a topic keeps a changelog of its own (eddy
-// restores stores from changelogs only); record caching is not done (every update goes
-// downstream, as with Kafka Streams' caching off); global tables are not there yet.
+// restores stores from changelogs only); record caching is partial (see NoCaching:
+// deletions of absent keys are dropped as by Kafka Streams' caches, but updates are not
+// yet deduplicated between commits); global tables are not there yet.
 package stream

@@ -388,11 +388,14 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 		if err != nil {
 			return nil, err
 		}
-		sendOld := res.sendOld
+		sendOld, cached := res.sendOld, b.cached(o)
 		return func(r processor.Record[K, Change[VR]]) error {
 			old, had, err := kv.Get(r.Key)
 			if err != nil {
 				return err
+			}
+			if cached && r.Value.New == nil && !had {
+				return nil // a cached store drops the deletion of a key it does not hold
 			}
 			if err := putOrDelete(kv, r.Key, r.Value.New, r.Timestamp); err != nil {
 				return err

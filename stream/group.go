@@ -103,7 +103,7 @@ func aggregate[K, V, VA any](g *GroupedStream[K, V], prefix string, opts []Optio
 		if err != nil {
 			return nil, err
 		}
-		sendOld := info.sendOld
+		sendOld, cached := info.sendOld, b.cached(o)
 		return func(r processor.Record[K, V]) error {
 			if isNull(r.Key) || isNull(r.Value) {
 				return nil // Kafka Streams: "Skipping record due to null key or value"
@@ -122,6 +122,9 @@ func aggregate[K, V, VA any](g *GroupedStream[K, V], prefix string, opts []Optio
 			}
 			agg := add(r.Key, r.Value, oldAgg)
 			c := Change[VA]{New: nullable(agg)}
+			if cached && c.New == nil && !had {
+				return nil // a cached store drops the deletion of a key it does not hold
+			}
 			if err := putOrDelete(kv, r.Key, c.New, ts); err != nil {
 				return err
 			}

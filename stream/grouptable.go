@@ -140,7 +140,7 @@ func tableAggregate[K, V, VA any](g *GroupedTable[K, V], prefix string, opts []O
 		if err != nil {
 			return nil, err
 		}
-		sendOld := info.sendOld
+		sendOld, cached := info.sendOld, b.cached(o)
 		return func(r processor.Record[K, Change[V]]) error {
 			if isNull(r.Key) {
 				return fmt.Errorf("record key for the table aggregation with store %q is null", store)
@@ -180,6 +180,9 @@ func tableAggregate[K, V, VA any](g *GroupedTable[K, V], prefix string, opts []O
 				if !reduce && had || reduce && inter != nil {
 					maxTS()
 				}
+			}
+			if cached && newAgg == nil && !had {
+				return nil // a cached store drops the deletion of a key it does not hold
 			}
 			if err := putOrDelete(kv, r.Key, newAgg, ts); err != nil {
 				return err

@@ -167,7 +167,37 @@ func TestStreamAggregations(t *testing.T) {
 }
 
 func TestTableSourceFilterMapValues(t *testing.T) {
-	b := stream.NewBuilder()
+	for _, c := range []struct {
+		name                   string
+		opts                   []stream.BuilderOption
+		all, filtered, lengths string
+	}{
+		{
+			// Kafka Streams without caching forwards every deletion, and a filter
+			// without old values forwards a tombstone for every value it drops
+			name: "no caching", opts: []stream.BuilderOption{stream.NoCaching()},
+			all:      "u1=ann@1 u2=bad@2 u1=<nil>@3 u3=<nil>@4",
+			filtered: "u1=ann@1 u2=<nil>@2 u1=<nil>@3 u3=<nil>@4",
+			lengths:  "u1=3@1 u2=<nil>@2 u1=<nil>@3 u3=<nil>@4",
+		},
+		{
+			// with caching, a store drops the deletion of a key it does not hold:
+			// u3's at the source, u2's at the lengths (the unmaterialized filter,
+			// which keeps no store, still forwards u2's)
+			name:     "caching",
+			all:      "u1=ann@1 u2=bad@2 u1=<nil>@3",
+			filtered: "u1=ann@1 u2=<nil>@2 u1=<nil>@3",
+			lengths:  "u1=3@1 u1=<nil>@3",
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testTableSourceFilterMapValues(t, c.opts, c.all, c.filtered, c.lengths)
+		})
+	}
+}
+
+func testTableSourceFilterMapValues(t *testing.T, opts []stream.BuilderOption, all, filtered, lengths string) {
+	b := stream.NewBuilder(opts...)
 	tab := stream.TableFrom(b, str, str, "users", stream.Materialized("users"))
 	stream.ToStream(tab).To("all", str, nstr)
 	f := tab.Filter(func(_, v string) bool { return v != "bad" })
@@ -179,11 +209,9 @@ func TestTableSourceFilterMapValues(t *testing.T) {
 	h.pipe("users", "u2", "bad", 2)
 	h.pipe("users", "u1", "<nil>", 3)
 	h.pipe("users", "u3", "<nil>", 4)
-	h.want("all", false, "u1=ann@1 u2=bad@2 u1=<nil>@3 u3=<nil>@4")
-	// without old values, Kafka Streams forwards a tombstone for every filtered-out or
-	// deleted value, known or not
-	h.want("filtered", false, "u1=ann@1 u2=<nil>@2 u1=<nil>@3 u3=<nil>@4")
-	h.want("lens", true, "u1=3@1 u2=<nil>@2 u1=<nil>@3 u3=<nil>@4")
+	h.want("all", false, all)
+	h.want("filtered", false, filtered)
+	h.want("lens", true, lengths)
 	users, err := topologytest.KeyValueStore[string, stream.Timestamped[string]](h.d, "users")
 	if err != nil {
 		t.Fatal(err)
@@ -394,7 +422,7 @@ func TestToTable(t *testing.T) {
 	h.pipe("in", "k1", "a", 1)
 	h.pipe("in", "k2", "a", 2)
 	h.pipe("in", "x", "<nil>", 3)
-	h.want("out", false, "a=a@1 a=a@2 x=<nil>@3")
+	h.want("out", false, "a=a@1 a=a@2") // the (cached) table holds no x to delete
 	latest, err := topologytest.KeyValueStore[string, stream.Timestamped[string]](h.d, "latest")
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +516,7 @@ func TestStoreOptionOnStatelessOperationIsReported(t *testing.T) {
 	b := stream.NewBuilder()
 	stream.From(b, str, str, []string{"in"}).Filter(func(string, string) bool { return true }, stream.Materialized("x")).To("out", str, str)
 	_, err := b.Build()
-	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), "KSTREAM-FILTER-0000000001: Materialized, InMemory and WithoutChangelog apply to operations that make a table") {
+	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), "KSTREAM-FILTER-0000000001: Materialized, InMemory, WithoutChangelog and WithoutCaching apply to operations that make a table") {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -516,5 +544,84 @@ func TestSourceTableMaterializedOnlyWhenNeeded(t *testing.T) {
 	stream.Join(stream.From(b, str, str, []string{"s"}), f, func(a, b string) string { return a + b }).To("out", str, str)
 	if got := stores(b); !slices.Equal(got, []string{"t-STATE-STORE-0000000002"}) {
 		t.Errorf("a table looked up through a filter has stores %q", got)
+	}
+}
+
+// WithoutCaching turns caching off for one table.
+func TestWithoutCachingPerTable(t *testing.T) {
+	b := stream.NewBuilder()
+	stream.ToStream(stream.TableFrom(b, str, str, "a", stream.Materialized("a"))).To("out-a", str, nstr)
+	stream.ToStream(stream.TableFrom(b, str, str, "b", stream.Materialized("b"), stream.WithoutCaching())).To("out-b", str, nstr)
+	h := run(t, b)
+	h.pipe("a", "k", "<nil>", 1)
+	h.pipe("b", "k", "<nil>", 2)
+	h.want("out-a", false, "")
+	h.want("out-b", false, "k=<nil>@2")
+}
+
+// A cached aggregate, join result or foreign-key join result drops a deletion of a key it
+// does not hold; without caching it forwards it.
+func TestCachedResultsDropDeletionsOfAbsentKeys(t *testing.T) {
+	for _, caching := range []bool{true, false} {
+		t.Run(fmt.Sprint("caching=", caching), func(t *testing.T) {
+			var opts []stream.BuilderOption
+			if !caching {
+				opts = append(opts, stream.NoCaching())
+			}
+			b := stream.NewBuilder(opts...)
+			// an aggregate that is null (deleted) for the value "del"
+			agg := stream.Aggregate(stream.From(b, str, str, []string{"s"}).GroupByKey(str, str),
+				func() *string { return nil },
+				func(_ string, v string, _ *string) *string {
+					if v == "del" {
+						return nil
+					}
+					return &v
+				}, nstr, stream.Materialized("agg"))
+			stream.ToStream(agg).To("out-agg", str, serde.Nullable(nstr))
+			// a join whose joiner gives null for "skip"
+			l := stream.TableFrom(b, str, str, "l")
+			r := stream.TableFrom(b, str, str, "r")
+			j := stream.TableJoin(l, r, func(a, b string) *string {
+				if a == "skip" {
+					return nil
+				}
+				s := a + b
+				return &s
+			}, nstr, stream.Materialized("joined"))
+			stream.ToStream(j).To("out-join", str, serde.Nullable(nstr))
+			// a foreign-key join: deleting an order that never joined answers a tombstone
+			fk := stream.ForeignKeyJoin(l, r, func(v string) string { return v }, func(a, b string) string { return a + b },
+				str, stream.Materialized("fk"))
+			stream.ToStream(fk).To("out-fk", str, nstr)
+			// a table aggregate whose adder gives null for "del"
+			g := stream.TableGroupBy(stream.TableFrom(b, str, str, "g"), func(k, v string) (string, string) { return v, k }, str, str)
+			tagg := stream.TableAggregate(g, func() *string { return nil },
+				func(k, v string, _ *string) *string {
+					if k == "del" {
+						return nil
+					}
+					return &v
+				},
+				func(string, string, *string) *string { return nil }, nstr, stream.Materialized("tagg"))
+			stream.ToStream(tagg).To("out-tagg", str, serde.Nullable(nstr))
+			h := run(t, b)
+			h.pipe("g", "k1", "del", 5)
+			h.pipe("s", "k", "del", 1)
+			h.pipe("r", "k", "B", 2)
+			h.pipe("l", "k", "skip", 3)
+			h.pipe("l", "k", "<nil>", 4)
+			if caching {
+				h.want("out-agg", false, "")
+				h.want("out-join", false, "")
+				h.want("out-fk", false, "")
+				h.want("out-tagg", false, "")
+			} else {
+				h.want("out-agg", false, "k=<nil>@1")
+				h.want("out-join", false, "k=<nil>@3 k=<nil>@4")
+				h.want("out-fk", false, "k=<nil>@4")
+				h.want("out-tagg", false, "del=<nil>@5")
+			}
+		})
 	}
 }

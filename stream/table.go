@@ -177,7 +177,7 @@ func tableSource[K, V any](b *Builder, parent string, sources []string, storePre
 		if err != nil {
 			return nil, err
 		}
-		sendOld := info.sendOld
+		sendOld, cached := info.sendOld, b.cached(o)
 		return func(r processor.Record[K, *V]) error {
 			if isNull(r.Key) {
 				ctx.Logger().Warn("skipping record due to null key")
@@ -186,6 +186,9 @@ func tableSource[K, V any](b *Builder, parent string, sources []string, storePre
 			old, had, err := kv.Get(r.Key)
 			if err != nil {
 				return err
+			}
+			if cached && r.Value == nil && !had {
+				return nil // a cached store drops the deletion of a key it does not hold
 			}
 			if err := putOrDelete(kv, r.Key, r.Value, r.Timestamp); err != nil {
 				return err
@@ -234,7 +237,7 @@ func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values s
 				return nil, err
 			}
 		}
-		sendOld := info.sendOld
+		sendOld, cached := info.sendOld, b.cached(o)
 		return func(r processor.Record[K, Change[V]]) error {
 			c := Change[V2]{New: compute(r.Key, r.Value.New)}
 			if sendOld {
@@ -254,6 +257,11 @@ func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values s
 				}
 			}
 			if kv != nil {
+				if cached && c.New == nil {
+					if _, had, err := kv.Get(r.Key); err != nil || !had {
+						return err // a cached store drops the deletion of a key it does not hold
+					}
+				}
 				if err := putOrDelete(kv, r.Key, c.New, r.Timestamp); err != nil {
 					return err
 				}

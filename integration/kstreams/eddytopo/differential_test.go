@@ -9,6 +9,7 @@ import (
 
 	"github.com/eddy-streams/eddy/integration/kstreams"
 	"github.com/eddy-streams/eddy/integration/kstreams/eddytopo"
+	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topology"
 )
 
@@ -39,10 +40,8 @@ var kstreamsNoCache = map[string]string{"statestore.cache.max.bytes": "0"}
 // committed after every record) and with caching off. They differ where a cached table
 // drops an update that changes nothing: a tombstone for a key the table does not hold is
 // neither stored nor forwarded (CachingKeyValueStore.putAndMaybeForward, kafka-streams
-// 4.1.1 lines 214-216); without caching the join below sees it.
-//
-// TODO(dsl): eddy's tables have no record caching yet; once they do, build the
-// eddy side of the kstreamsNoCache runs with caching turned off.
+// 4.1.1 lines 214-216); without caching the join below sees it. eddy's side runs with
+// its defaults (caching on) and with stream.NoCaching() respectively.
 func TestDifferentialAgainstKafkaStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -54,31 +53,30 @@ func TestDifferentialAgainstKafkaStreams(t *testing.T) {
 	defer oracle.Close()
 	t.Logf("oracle built (if needed) and started in %v", time.Since(start).Round(time.Millisecond))
 
-	for _, c := range []struct {
-		name  string
-		build func() (*topology.Topology, error)
-	}{
-		{"T1", eddytopo.WordCount},
-		{"T2", eddytopo.RekeyAgg},
-		{"T3", eddytopo.StreamTable},
-		{"T4", eddytopo.TableTable},
-		{"T5", eddytopo.FKJoin},
-		{"T6", eddytopo.TableGroupBy},
-		{"T7", eddytopo.SplitMerge},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			topo, err := c.build()
+	for _, name := range kstreams.Topologies {
+		t.Run(name, func(t *testing.T) {
+			// Kafka Streams' default configs run against eddy's defaults; with Kafka
+			// Streams' caching off, against eddy's tables with caching off.
+			cached, err := eddytopo.Build(name)
 			if err != nil {
 				t.Fatal(err)
 			}
+			uncached, err := eddytopo.Build(name, stream.NoCaching())
+			if err != nil {
+				t.Fatal(err)
+			}
+			configs := []struct {
+				kafka map[string]string
+				eddy  *topology.Topology
+			}{{nil, cached}, {kstreamsNoCache, uncached}}
 			shrink := []int{0, 0} // per config: the first difference is shrunk, later ones only reported
 			for seed := uint64(1); seed <= kstreamsSeedCount(t); seed++ {
-				input, err := kstreams.Inputs(c.name, seed, 300)
+				input, err := kstreams.Inputs(name, seed, 300)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, kcfg := range []map[string]string{nil, kstreamsNoCache} {
-					report, err := oracle.Compare(ctx, kstreams.Case{Topology: c.name, Input: input, Config: kcfg, ShrinkBudget: shrink[i]}, topo)
+				for i, c := range configs {
+					report, err := oracle.Compare(ctx, kstreams.Case{Topology: name, Input: input, Config: c.kafka, ShrinkBudget: shrink[i]}, c.eddy)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -6,10 +6,10 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// WordCount is T1: "wc-in" → flatMapValues(lower-case split on \W+, empty dropped;
+// wordCount is T1: "wc-in" → flatMapValues(lower-case split on \W+, empty dropped;
 // null → nothing) → groupBy(word) → count → toStream → "wc-out" <String, Long>.
-func WordCount() (*topology.Topology, error) {
-	b := stream.NewBuilder()
+func wordCount(opts ...stream.BuilderOption) (*topology.Topology, error) {
+	b := stream.NewBuilder(opts...)
 	lines := stream.From(b, str, nstr, []string{"wc-in"})
 	words := stream.FlatMapValues(lines, func(_ string, v *string) []string {
 		if v == nil {

@@ -9,11 +9,11 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// RekeyAgg is T2: "orders" values "customer:amount" or null → selectKey(customer, or
+// rekeyAgg is T2: "orders" values "customer:amount" or null → selectKey(customer, or
 // the key for null) → mapValues(amount) → groupByKey → reduce(sum) → "orders-total",
 // count → "orders-count", aggregate("", agg + v + ";") → "orders-agg".
-func RekeyAgg() (*topology.Topology, error) {
-	b := stream.NewBuilder()
+func rekeyAgg(opts ...stream.BuilderOption) (*topology.Topology, error) {
+	b := stream.NewBuilder(opts...)
 	orders := stream.From(b, str, nstr, []string{"orders"})
 	keyed := stream.SelectKey(orders, func(k string, v *string) string {
 		if v == nil {

@@ -12,10 +12,10 @@ func orDash(s *string) string {
 	return *s
 }
 
-// TableTable is T4: tables "left-t" and "right-t", joiner (a or "-") + "+" + (b or "-");
+// tableTable is T4: tables "left-t" and "right-t", joiner (a or "-") + "+" + (b or "-");
 // join → "tt-inner", leftJoin → "tt-left", outerJoin → "tt-outer".
-func TableTable() (*topology.Topology, error) {
-	b := stream.NewBuilder()
+func tableTable(opts ...stream.BuilderOption) (*topology.Topology, error) {
+	b := stream.NewBuilder(opts...)
 	l := stream.TableFrom(b, str, str, "left-t")
 	r := stream.TableFrom(b, str, str, "right-t")
 	inner := stream.TableJoin(l, r, func(a, b string) string { return a + "+" + b }, nil)

@@ -7,11 +7,11 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// FKJoin is T5: table "fk-orders" <orderId, "productId:qty"> joined by foreign key
+// fkJoin is T5: table "fk-orders" <orderId, "productId:qty"> joined by foreign key
 // (the text before ':') with table "fk-products" <productId, name>; joiner
 // o + "/" + (p or "-"); join → "fk-inner", leftJoin → "fk-left".
-func FKJoin() (*topology.Topology, error) {
-	b := stream.NewBuilder()
+func fkJoin(opts ...stream.BuilderOption) (*topology.Topology, error) {
+	b := stream.NewBuilder(opts...)
 	orders := stream.TableFrom(b, str, str, "fk-orders")
 	products := stream.TableFrom(b, str, str, "fk-products")
 	product := func(o string) string { p, _, _ := strings.Cut(o, ":"); return p }

@@ -8,11 +8,11 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// TableGroupBy is T6: table "assign" <user, "region:amount"> grouped by region with the
+// tableGroupBy is T6: table "assign" <user, "region:amount"> grouped by region with the
 // amount as value: aggregate(0, +, -) → "region-sum"; count → "region-count";
 // reduce(+, -) → "region-reduce".
-func TableGroupBy() (*topology.Topology, error) {
-	b := stream.NewBuilder()
+func tableGroupBy(opts ...stream.BuilderOption) (*topology.Topology, error) {
+	b := stream.NewBuilder(opts...)
 	assign := stream.TableFrom(b, str, str, "assign")
 	g := stream.TableGroupBy(assign, func(_, v string) (string, int64) {
 		region, amount, _ := strings.Cut(v, ":")

@@ -7,11 +7,11 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// SplitMerge is T7: "events" split into branch a (value starts with "a"), b (starts
+// splitMerge is T7: "events" split into branch a (value starts with "a"), b (starts
 // with "b") and the default; a upper-cased and merged with b → "merged"; default →
 // "other". Null values go to the default branch.
-func SplitMerge() (*topology.Topology, error) {
-	b := stream.NewBuilder()
+func splitMerge(opts ...stream.BuilderOption) (*topology.Topology, error) {
+	b := stream.NewBuilder(opts...)
 	events := stream.From(b, str, nstr, []string{"events"})
 	has := func(p string) func(string, *string) bool {
 		return func(_ string, v *string) bool { return v != nil && strings.HasPrefix(*v, p) }
