@@ -13,8 +13,8 @@ type GroupedStream[K, V any] struct {
 	keys   serde.Serde[K]
 	values serde.Serde[V]
 	// repartition: the key changed upstream, so the aggregation reads the stream
-	// through a repartition topic; repartitioned is that stream once made (the
-	// aggregations of one grouped stream share it, as in Kafka Streams).
+	// through a repartition topic; repartitioned is that stream once made, when the
+	// grouping is Named (only then do its aggregations share it, as in Kafka Streams).
 	repartition   bool
 	repartitioned *Stream[K, V]
 	name          string // Named, for the repartition topic
@@ -53,7 +53,7 @@ func (g *GroupedStream[K, V]) input(store string) Stream[K, V] {
 // Count counts the records per key into a table of int64; records with a null key or
 // value are skipped, as in Kafka Streams.
 func (g *GroupedStream[K, V]) Count(opts ...Option) Table[K, int64] {
-	return aggregate(g, "KSTREAM-AGGREGATE-", opts, serde.Int64(), func(K, V, *int64) int64 { return 0 },
+	return aggregate(g, "KSTREAM-AGGREGATE-", opts, serde.Int64(),
 		func(_ K, _ V, agg *int64) int64 {
 			if agg == nil {
 				return 1
@@ -64,7 +64,7 @@ func (g *GroupedStream[K, V]) Count(opts ...Option) Table[K, int64] {
 
 // Reduce combines the values per key with fn, starting from the first value.
 func (g *GroupedStream[K, V]) Reduce(fn func(agg, v V) V, opts ...Option) Table[K, V] {
-	return aggregate(g, "KSTREAM-REDUCE-", opts, g.values, nil, func(_ K, v V, agg *V) V {
+	return aggregate(g, "KSTREAM-REDUCE-", opts, g.values, func(_ K, v V, agg *V) V {
 		if agg == nil {
 			return v
 		}
@@ -76,7 +76,7 @@ func (g *GroupedStream[K, V]) Reduce(fn func(agg, v V) V, opts ...Option) Table[
 // the first value, and fn(key, value, aggregate) the next one. values serializes the
 // aggregate in its store. A null aggregate (the nil of VA's type) deletes the key.
 func Aggregate[K, V, VA any](g *GroupedStream[K, V], init func() VA, fn func(K, V, VA) VA, values serde.Serde[VA], opts ...Option) Table[K, VA] {
-	return aggregate(g, "KSTREAM-AGGREGATE-", opts, values, nil, func(k K, v V, agg *VA) VA {
+	return aggregate(g, "KSTREAM-AGGREGATE-", opts, values, func(k K, v V, agg *VA) VA {
 		if agg == nil {
 			return fn(k, v, init())
 		}
@@ -87,7 +87,7 @@ func Aggregate[K, V, VA any](g *GroupedStream[K, V], init func() VA, fn func(K, 
 // aggregate is Kafka Streams' KStreamAggregate and KStreamReduce: add(key, value,
 // old) with old nil for a new key; the result carries the max of the record's and the
 // old aggregate's timestamps.
-func aggregate[K, V, VA any](g *GroupedStream[K, V], prefix string, opts []Option, values serde.Serde[VA], _ func(K, V, *VA) VA, add func(K, V, *VA) VA) Table[K, VA] {
+func aggregate[K, V, VA any](g *GroupedStream[K, V], prefix string, opts []Option, values serde.Serde[VA], add func(K, V, *VA) VA) Table[K, VA] {
 	o := collect(opts)
 	b := g.s.b
 	name := b.newName(prefix)

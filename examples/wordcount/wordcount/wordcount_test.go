@@ -312,3 +312,29 @@ func TestReadmeExample(t *testing.T) {
 		t.Fatalf("counts %v", counts)
 	}
 }
+
+// BenchmarkTopologyTest runs both versions in the test driver: the cost of the DSL's
+// layers over the processor API (timestamped values, Change records).
+func BenchmarkTopologyTest(b *testing.B) {
+	lines := corpus(200)
+	for _, v := range versions {
+		b.Run(v.name, func(b *testing.B) {
+			topo, err := v.topology()
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, err := topologytest.New(topo, topologytest.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			in := topologytest.NewInputTopic(d, wordcount.InputTopic, serde.String(), serde.String())
+			b.ResetTimer()
+			for i := range b.N {
+				if err := in.PipeValues(lines[i%len(lines)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

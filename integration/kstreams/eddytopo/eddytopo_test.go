@@ -176,3 +176,15 @@ func TestTableTableCaching(t *testing.T) {
 		t.Error("Build(T8) made a topology")
 	}
 }
+
+// The same for the foreign-key join: without caching, deleting a product that never
+// existed answers every order that subscribed to it.
+func TestFKJoinCaching(t *testing.T) {
+	inputs := []in{{"fk-orders", "o1", "p9:1", 1}, {"fk-products", "p9", "<nil>", 2}}
+	check(t, eddytopo.FKJoin, inputs, map[string]string{
+		"fk-inner": "", "fk-left": "o1=p9:1/-@1",
+	})
+	check(t, func() (*topology.Topology, error) { return eddytopo.Build("T5", stream.NoCaching()) }, inputs, map[string]string{
+		"fk-inner": "o1=<nil>@2", "fk-left": "o1=p9:1/-@1 o1=p9:1/-@2",
+	})
+}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/integration/kstreams/eddytopo"
-	"github.com/eddy-streams/eddy/topology"
+	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topologytest"
 )
 
@@ -29,11 +29,22 @@ func (g randomInput) key(prefix string, n int) string { return prefix + strconv.
 func (g randomInput) ms() int64                       { return g.r.Int64N(1000) }
 func (g randomInput) tomb(p float64) bool             { return g.r.Float64() < p }
 
-// feed runs build on inputs and returns each topic's compacted state (value "<nil>"
-// never appears: tombstones delete); long topics are rendered as numbers.
-func feed(t *testing.T, build func() (*topology.Topology, error), inputs []in, long map[string]bool, topics ...string) map[string]map[string]string {
+// feed runs topology name ("T1" …) on inputs, with caching and without, and returns
+// each topic's compacted state (tombstones delete; long topics rendered as numbers).
+// Both runs must end in the same state; only the records on the way may differ.
+func feed(t *testing.T, name string, inputs []in, long map[string]bool, topics ...string) map[string]map[string]string {
 	t.Helper()
-	topo, err := build()
+	cached := feedWith(t, name, nil, inputs, long, topics...)
+	uncached := feedWith(t, name, []stream.BuilderOption{stream.NoCaching()}, inputs, long, topics...)
+	for _, topic := range topics {
+		same(t, topic+" (without caching)", uncached[topic], cached[topic])
+	}
+	return cached
+}
+
+func feedWith(t *testing.T, name string, opts []stream.BuilderOption, inputs []in, long map[string]bool, topics ...string) map[string]map[string]string {
+	t.Helper()
+	topo, err := eddytopo.Build(name, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +111,7 @@ func TestRandomRekeyAgg(t *testing.T) {
 			count[c] = fmt.Sprint(counts[c])
 			agg[c] += fmt.Sprint(a) + ";"
 		}
-		got := feed(t, eddytopo.RekeyAgg, inputs, map[string]bool{"orders-total": true, "orders-count": true}, "orders-total", "orders-count", "orders-agg")
+		got := feed(t, "T2", inputs, map[string]bool{"orders-total": true, "orders-count": true}, "orders-total", "orders-count", "orders-agg")
 		same(t, "orders-total", got["orders-total"], total)
 		same(t, "orders-count", got["orders-count"], count)
 		same(t, "orders-agg", got["orders-agg"], agg)
@@ -143,7 +154,7 @@ func TestRandomTableTable(t *testing.T) {
 		for k := range r {
 			outer[k] = dash(l, k) + "+" + r[k]
 		}
-		got := feed(t, eddytopo.TableTable, inputs, nil, "tt-inner", "tt-left", "tt-outer")
+		got := feed(t, "T4", inputs, nil, "tt-inner", "tt-left", "tt-outer")
 		same(t, "tt-inner", got["tt-inner"], inner)
 		same(t, "tt-left", got["tt-left"], left)
 		same(t, "tt-outer", got["tt-outer"], outer)
@@ -187,7 +198,7 @@ func TestRandomFKJoin(t *testing.T) {
 				left[o] = v + "/-"
 			}
 		}
-		got := feed(t, eddytopo.FKJoin, inputs, nil, "fk-inner", "fk-left")
+		got := feed(t, "T5", inputs, nil, "fk-inner", "fk-left")
 		same(t, "fk-inner", got["fk-inner"], inner)
 		same(t, "fk-left", got["fk-left"], left)
 	})
@@ -225,7 +236,7 @@ func TestRandomTableGroupBy(t *testing.T) {
 			count[region] = fmt.Sprint(counts[region])
 		}
 		long := map[string]bool{"region-sum": true, "region-count": true, "region-reduce": true}
-		got := feed(t, eddytopo.TableGroupBy, inputs, long, "region-sum", "region-count", "region-reduce")
+		got := feed(t, "T6", inputs, long, "region-sum", "region-count", "region-reduce")
 		same(t, "region-sum", got["region-sum"], sum)
 		same(t, "region-count", got["region-count"], count)
 		same(t, "region-reduce", got["region-reduce"], sum)
