@@ -7,10 +7,11 @@
 // may be null (tombstones), so sources read values with serde.Nullable, and outputs
 // that may carry tombstones are written with it.
 //
-// Case mapping: T1 lower-cases and T7 upper-cases with Go's strings.ToLower/ToUpper,
-// which map rune by rune; Java's String.toLowerCase/toUpperCase apply Unicode's special
-// casing (ß → SS, İ → i̇), so for equal output the generated values should be ASCII, as
-// T1's \W (ASCII-only in Java) keeps only ASCII words anyway.
+// Case mapping: Go's strings.ToLower/ToUpper map rune by rune; Java's
+// String.toLowerCase/toUpperCase apply Unicode's special casing (ß → SS, İ → i̇). T1
+// splits with kstreams.Words, which does what Java does with İ (the one character whose
+// special lower case reaches [a-zA-Z0-9_]); T7 upper-cases with strings.ToUpper, and
+// kstreams.Inputs keeps T7's values free of characters that Java maps to several.
 package eddytopo
 
 import "github.com/eddy-streams/eddy/serde"

@@ -1,15 +1,10 @@
 package eddytopo
 
 import (
-	"regexp"
-	"strings"
-
+	"github.com/eddy-streams/eddy/integration/kstreams"
 	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topology"
 )
-
-// nonWord is Java's "\\W+": runs of characters other than [a-zA-Z0-9_].
-var nonWord = regexp.MustCompile(`[^a-zA-Z0-9_]+`)
 
 // wordCount is T1: "wc-in" → flatMapValues(lower-case split on \W+, empty dropped;
 // null → nothing) → groupBy(word) → count → toStream → "wc-out" <String, Long>.
@@ -20,13 +15,9 @@ func wordCount(opts ...stream.BuilderOption) (*topology.Topology, error) {
 		if v == nil {
 			return nil
 		}
-		var out []string
-		for _, w := range nonWord.Split(strings.ToLower(*v), -1) {
-			if w != "" {
-				out = append(out, w)
-			}
-		}
-		return out
+		// Java's v.toLowerCase().split("\\W+"), "İ" included (Go lower-cases it to "i"
+		// alone, Java to "i" and U+0307, a separator).
+		return kstreams.Words(*v)
 	})
 	counts := stream.GroupBy(words, func(_, w string) string { return w }, str, str).Count()
 	stream.ToStream(counts).To("wc-out", str, ni64)

@@ -1,0 +1,215 @@
+package kstreams
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Topologies are the names the oracle knows.
+var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7"}
+
+// Outputs are the output topics of each topology, as the oracle lists them.
+var Outputs = map[string][]string{
+	"T1": {"wc-out"},
+	"T2": {"orders-total", "orders-count", "orders-agg"},
+	"T3": {"clicks-inner", "clicks-left"},
+	"T4": {"tt-inner", "tt-left", "tt-outer"},
+	"T5": {"fk-inner", "fk-left"},
+	"T6": {"region-sum", "region-count", "region-reduce"},
+	"T7": {"merged", "other"},
+}
+
+// Base is the earliest input timestamp; inputs spread over the hour after it.
+var Base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// nonWord is Java's "\\W+": \w is [a-zA-Z_0-9] unless UNICODE_CHARACTER_CLASS is set.
+var nonWord = regexp.MustCompile(`[^a-zA-Z0-9_]+`)
+
+// Words is T1's word rule as Java runs it: v.toLowerCase(Locale.ROOT).split("\\W+")
+// without the empty strings. Java lower-cases "İ" (U+0130) to "i" and U+0307, where Go
+// gives "i" alone; U+0307 is not a word character, so it ends the word. Other
+// differences between the two lower-case mappings only touch characters outside
+// [a-zA-Z0-9_], which are separators either way.
+func Words(line string) []string {
+	lower := strings.ToLower(strings.ReplaceAll(line, "İ", "i\u0307"))
+	var out []string
+	for _, w := range nonWord.Split(lower, -1) {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Inputs makes n seeded random input records for topology: keys from small pools (so
+// they collide), tombstones, repeated values (updates that change nothing), and
+// timestamps in random order over an hour (some equal).
+// The same topology, seed and n give the same records.
+func Inputs(topology string, seed uint64, n int) ([]Record, error) {
+	g := gen{rng: rand.New(rand.NewPCG(seed, 0x6b73747265616d73))}
+	var next func() Record
+	switch topology {
+	case "T1":
+		next = g.t1
+	case "T2":
+		next = g.t2
+	case "T3":
+		next = g.t3
+	case "T4":
+		next = g.t4
+	case "T5":
+		next = g.t5
+	case "T6":
+		next = g.t6
+	case "T7":
+		next = g.t7
+	default:
+		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s)", topology, strings.Join(Topologies, ", "))
+	}
+	out := make([]Record, n)
+	last := map[string][]byte{} // topic and key → the last value generated for them
+	for i := range out {
+		r := next()
+		id := r.Topic + "\x00" + string(r.Key)
+		// Now and then the same value again: an update that changes nothing.
+		if v, ok := last[id]; ok && v != nil && g.rng.IntN(10) == 0 {
+			r.Value = v
+		}
+		last[id] = r.Value
+		r.Timestamp = g.timestamp()
+		out[i] = r
+	}
+	return out, nil
+}
+
+type gen struct{ rng *rand.Rand }
+
+func (g gen) timestamp() time.Time {
+	// One of 600 slots of 6 s: out of order, and equal now and then.
+	return Base.Add(time.Duration(g.rng.IntN(600)) * 6 * time.Second)
+}
+
+func (g gen) pick(xs ...string) string { return xs[g.rng.IntN(len(xs))] }
+
+// tombstone is true for about one record in eight.
+func (g gen) tombstone() bool { return g.rng.IntN(8) == 0 }
+
+func (g gen) rec(topic, key string, value *string) Record {
+	r := Record{Topic: topic, Key: []byte(key)}
+	if value != nil {
+		r.Value = []byte(*value)
+	}
+	return r
+}
+
+func ptr(s string) *string { return &s }
+
+// t1Words mix cases, digits, underscores (a word character in Java), apostrophes and
+// hyphens (not), non-ASCII letters (separators for "\\W"), and characters whose lower
+// case is ASCII (KELVIN SIGN → k; İ → i + U+0307).
+var t1Words = []string{
+	"the", "The", "THE", "kafka", "Kafka", "KAFKA", "stream", "Streams", "state_store", "x86_64",
+	"2026", "v2", "007", "don't", "e-mail", "rock'n'roll", "C++", "node.js", "50%", "#tag", "@user",
+	"Straße", "STRASSE", "école", "ÉCOLE", "naïve", "İstanbul", "KİK", "\u212Aelvin", "ΑΘΗΝΑ", "σοφός",
+	"Москва", "東京", "٣٤", "ﬁne", "😀ok😀", "a", "I", "_", "__init__",
+}
+
+var t1Seps = []string{" ", " ", " ", "  ", "\t", ", ", ". ", "! ", "; ", " - ", "—", "\u00a0", "、", "\r\n", "\u0301"}
+
+func (g gen) t1() Record {
+	key := g.pick("k1", "k2", "k3")
+	switch g.rng.IntN(10) {
+	case 0:
+		return g.rec("wc-in", key, nil)
+	case 1:
+		return g.rec("wc-in", key, ptr(g.pick("", " ", "...", "😀")))
+	}
+	var sb strings.Builder
+	if g.rng.IntN(4) == 0 {
+		sb.WriteString(g.pick(t1Seps...)) // a leading separator: Java's split yields ""
+	}
+	for i := range 1 + g.rng.IntN(8) {
+		if i > 0 {
+			sb.WriteString(g.pick(t1Seps...))
+		}
+		sb.WriteString(g.pick(t1Words...))
+	}
+	return g.rec("wc-in", key, ptr(sb.String()))
+}
+
+func (g gen) t2() Record {
+	key := g.pick("o1", "o2", "o3", "o4", "o5", "o6")
+	if g.tombstone() {
+		return g.rec("orders", key, nil)
+	}
+	amount := strconv.Itoa(g.rng.IntN(1000))
+	if g.rng.IntN(10) == 0 {
+		amount = "-" + amount
+	}
+	return g.rec("orders", key, ptr(g.pick("alice", "bob", "carol", "émile", "o1")+":"+amount))
+}
+
+func (g gen) t3() Record {
+	key := g.pick("u1", "u2", "u3", "u4", "u5")
+	if g.rng.IntN(5) < 2 {
+		if g.tombstone() {
+			return g.rec("users", key, nil)
+		}
+		return g.rec("users", key, ptr(g.pick("Ann", "Bo", "Cy", "Dé", "")))
+	}
+	if g.tombstone() {
+		return g.rec("clicks", key, nil)
+	}
+	return g.rec("clicks", key, ptr("c"+strconv.Itoa(g.rng.IntN(100))))
+}
+
+func (g gen) t4() Record {
+	key := g.pick("k1", "k2", "k3", "k4")
+	topic, prefix := "left-t", "a"
+	if g.rng.IntN(2) == 0 {
+		topic, prefix = "right-t", "b"
+	}
+	if g.rng.IntN(5) == 0 {
+		return g.rec(topic, key, nil)
+	}
+	return g.rec(topic, key, ptr(prefix+strconv.Itoa(g.rng.IntN(100))))
+}
+
+func (g gen) t5() Record {
+	if g.rng.IntN(3) == 0 {
+		key := g.pick("p1", "p2", "p3", "p4", "p5")
+		if g.rng.IntN(5) == 0 {
+			return g.rec("fk-products", key, nil)
+		}
+		return g.rec("fk-products", key, ptr(g.pick("apple", "pear", "plum", "fig")+strconv.Itoa(g.rng.IntN(10))))
+	}
+	key := g.pick("o1", "o2", "o3", "o4", "o5", "o6")
+	if g.rng.IntN(6) == 0 {
+		return g.rec("fk-orders", key, nil)
+	}
+	// p6 is never a product key: its orders join with nothing.
+	return g.rec("fk-orders", key, ptr(g.pick("p1", "p2", "p3", "p4", "p6")+":"+strconv.Itoa(1+g.rng.IntN(9))))
+}
+
+func (g gen) t6() Record {
+	key := g.pick("u1", "u2", "u3", "u4", "u5", "u6")
+	if g.rng.IntN(6) == 0 {
+		return g.rec("assign", key, nil)
+	}
+	return g.rec("assign", key, ptr(g.pick("north", "south", "east", "west")+":"+strconv.Itoa(g.rng.IntN(100))))
+}
+
+// t7Values start with a, b or neither (A and B are neither); the a-values' suffixes avoid
+// characters whose Java upper case is longer (ß, ligatures), see the package doc.
+func (g gen) t7() Record {
+	key := g.pick("e1", "e2", "e3", "e4")
+	if g.tombstone() {
+		return g.rec("events", key, nil)
+	}
+	start := g.pick("a", "a", "b", "b", "A", "B", "c", "", "é", "ж")
+	return g.rec("events", key, ptr(start+g.pick("", "x", "lpha", "été", "жук", "ω", "東京", " z", "9")))
+}
