@@ -2,7 +2,6 @@ package eddy
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -212,7 +211,7 @@ func (t *taskRunner) writeOffsets(ctx context.Context) error {
 				continue
 			}
 		}
-		if err := t.producer.Send(ctx, t.offsetsTopic, t.id.Partition, []byte(topic), binary.BigEndian.AppendUint64(nil, uint64(off)), nil, time.Now()); err != nil {
+		if err := t.producer.Send(ctx, t.offsetsTopic, t.id.Partition, []byte(topic), encodeOffsetsRecord(off), nil, time.Now()); err != nil {
 			return err
 		}
 	}
@@ -231,11 +230,14 @@ func (t *taskRunner) readFloors(ctx context.Context) error {
 		return fmt.Errorf("task %s: read its offsets record: %w", t.id, err)
 	}
 	for _, topic := range t.topics {
-		v := last[topic]
-		if len(v) != 8 {
+		v, ok := last[topic]
+		if !ok {
 			continue
 		}
-		floor := int64(binary.BigEndian.Uint64(v))
+		floor, err := decodeOffsetsRecord(v)
+		if err != nil {
+			continue
+		}
 		if claim := t.inbox.startOf(topic); claim >= 0 && claim < floor {
 			t.logger.Warn("the group coordinator answered a committed offset older than the task's own record; skipping the committed records in between",
 				"topic", topic, "partition", t.id.Partition, "coordinator", claim, "recorded", floor)
