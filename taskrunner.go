@@ -236,6 +236,7 @@ func (t *taskRunner) readFloors(ctx context.Context) error {
 		}
 		floor, err := decodeOffsetsRecord(v)
 		if err != nil {
+			t.logger.Warn("ignoring an unreadable offsets record; the group's committed offset stands", "topic", topic, "partition", t.id.Partition, "error", err)
 			continue
 		}
 		if claim := t.inbox.startOf(topic); claim >= 0 && claim < floor {
