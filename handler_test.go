@@ -377,6 +377,8 @@ func fragileKeys() serde.Serde[string] {
 		func(_ string, b []byte) (string, error) { return string(b), nil })
 }
 
+type point struct{ X, Y int }
+
 type putter struct {
 	store statestore.KeyValueStore[string, string]
 }
@@ -403,6 +405,7 @@ func TestQueryErrorsLeakNoInternals(t *testing.T) {
 		topology.AddSource(b, "in", serde.String(), serde.String(), input)
 		topology.AddProcessor(b, "put", func() processor.Processor[string, string, string, string] { return &putter{} }, "in")
 		topology.AddKeyValueStore(b, "values", fragileKeys(), fragile(), "put")
+		topology.AddKeyValueStore(b, "byPoint", serde.Nullable(serde.JSON[point]()), serde.String(), "put")
 		topo, err := b.Build()
 		if err != nil {
 			t.Fatal(err)
@@ -441,6 +444,23 @@ func TestQueryErrorsLeakNoInternals(t *testing.T) {
 		}
 		if code, _, body := get(t, base+"/stores/values/keys/ok"); code != http.StatusOK || !strings.Contains(body, `"fine"`) {
 			t.Errorf("after the failures: %d %s", code, body)
+		}
+		// A null key (JSON null for a Nullable key serde) is no key a store holds.
+		if code, _, body := get(t, base+"/stores/byPoint/keys/null"); code != http.StatusBadRequest {
+			t.Errorf("null key: %d %s; want 400", code, body)
+		}
+		if code, _, body := get(t, base+"/stores/byPoint/keys/"+url.PathEscape(`{"X":1}`)); code != http.StatusNotFound {
+			t.Errorf("absent key: %d %s; want 404", code, body)
+		}
+		q, err := eddy.Query[*point, string](in.app, "byPoint")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := q.Get(nil); !errors.Is(err, statestore.ErrNullKey) {
+			t.Errorf("Get(nil): %v; want ErrNullKey", err)
+		}
+		if _, _, err := q.Owner(nil); !errors.Is(err, statestore.ErrNullKey) {
+			t.Errorf("Owner(nil): %v; want ErrNullKey", err)
 		}
 		if _, failed := in.exited(); failed {
 			t.Fatal("the application stopped")

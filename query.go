@@ -83,7 +83,7 @@ func (q *QueryableStore[K, V]) Get(key K) (V, bool, error) {
 		return zero, false, err
 	}
 	topic := rt.changelogTopic(q.store.Name)
-	kb, err := q.keys.Serialize(topic, key)
+	kb, err := q.serializeKey(topic, key)
 	if err != nil {
 		return zero, false, err
 	}
@@ -98,6 +98,16 @@ func (q *QueryableStore[K, V]) Get(key K) (V, bool, error) {
 	return v, true, nil
 }
 
+// serializeKey serializes a key to query; a null key (a nil pointer with a Nullable
+// serde) is an error wrapping statestore.ErrNullKey, as in a store.
+func (q *QueryableStore[K, V]) serializeKey(topic string, key K) ([]byte, error) {
+	kb, err := q.keys.Serialize(topic, key)
+	if err == nil && kb == nil {
+		err = fmt.Errorf("eddy: store %q: %w", q.store.Name, statestore.ErrNullKey)
+	}
+	return kb, err
+}
+
 // Owner returns the advertised address of the instance holding key, and whether it is
 // this one.
 func (q *QueryableStore[K, V]) Owner(key K) (owner string, local bool, err error) {
@@ -105,7 +115,7 @@ func (q *QueryableStore[K, V]) Owner(key K) (owner string, local bool, err error
 	if err != nil {
 		return "", false, err
 	}
-	kb, err := q.keys.Serialize(rt.changelogTopic(q.store.Name), key)
+	kb, err := q.serializeKey(rt.changelogTopic(q.store.Name), key)
 	if err != nil {
 		return "", false, err
 	}

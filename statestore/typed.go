@@ -49,6 +49,9 @@ func (s *typedStore[K, V]) key(k K, op string) ([]byte, error) {
 	if err != nil {
 		return nil, &StoreError{Store: s.buf.name, Op: op + ": serialize key", Err: err}
 	}
+	if b == nil {
+		return nil, &StoreError{Store: s.buf.name, Op: op, Err: ErrNullKey}
+	}
 	if len(b) > MaxKeySize {
 		// Refused here, before it reaches the changelog: bbolt would refuse it at every
 		// flush and every restore after.

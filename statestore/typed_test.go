@@ -582,3 +582,30 @@ func TestOversizedKeyRefused(t *testing.T) {
 		t.Fatalf("a key of exactly statestore.MaxKeySize: %v", err)
 	}
 }
+
+// A key that serializes to null is refused before it reaches the buffer: the
+// changelog, a compacted topic, would refuse the record at commit.
+func TestNullKeyRefused(t *testing.T) {
+	set := statestore.NewSet(statestore.NewMemoryBackend())
+	buf, err := set.Register("s", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := statestore.NewKeyValueStore(buf, "topic", serde.Nullable(serde.String()), serde.String(), nil)
+	if err := kv.Put(nil, "v"); !errors.Is(err, statestore.ErrNullKey) {
+		t.Fatalf("Put of a nil key: %v, want statestore.ErrNullKey", err)
+	}
+	if _, _, err := kv.Get(nil); !errors.Is(err, statestore.ErrNullKey) {
+		t.Fatalf("Get of a nil key: %v, want statestore.ErrNullKey", err)
+	}
+	if err := kv.Delete(nil); !errors.Is(err, statestore.ErrNullKey) {
+		t.Fatalf("Delete of a nil key: %v, want statestore.ErrNullKey", err)
+	}
+	if set.Dirty() != 0 {
+		t.Fatal("the null key reached the write buffer")
+	}
+	empty := ""
+	if err := kv.Put(&empty, "v"); err != nil {
+		t.Fatalf("the empty key (not null): %v", err)
+	}
+}

@@ -240,7 +240,11 @@ func AddKeyValueStore[K, V any](b *Builder, name string, keys serde.Serde[K], va
 			if err != nil {
 				return nil, err
 			}
-			return keys.Serialize(topic, k)
+			b, err := keys.Serialize(topic, k)
+			if err == nil && b == nil {
+				err = fmt.Errorf("key %q: %w", text, statestore.ErrNullKey)
+			}
+			return b, err
 		},
 		ValueToJSON: func(value []byte, topic string) (any, error) {
 			return values.Deserialize(topic, value)
