@@ -189,13 +189,23 @@ func (h *handler) limited(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
-		// For the timeout's answer, which http.TimeoutHandler writes without headers;
-		// every endpoint sets its own Content-Type over it.
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(timeoutTyped{w}, r)
 	})
 }
+
+// timeoutTyped labels the JSON answer http.TimeoutHandler writes on a timeout, which
+// has no headers of its own: the only 503 without a Content-Type.
+type timeoutTyped struct{ http.ResponseWriter }
+
+func (w timeoutTyped) WriteHeader(code int) {
+	if h := w.Header(); code == http.StatusServiceUnavailable && h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+		h.Set("X-Content-Type-Options", "nosniff")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w timeoutTyped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // headerSize is the size of a request's URL and headers as sent, roughly.
 func headerSize(r *http.Request) int {
