@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -77,31 +78,6 @@ func wrapNode(node string, err error) error {
 	return &NodeError{Node: node, Err: err}
 }
 
-// deserialize runs a deserializer on bytes read from a topic, turning a panic into an
-// error. The bytes come from outside the process and a user's serde may panic on bytes
-// it did not expect (an index out of range on a short record); as in Kafka Streams,
-// where the deserialization exception handler sees any RuntimeException a deserializer
-// throws, such a record then follows the bad-record policy (fail, skip or dead-letter)
-// instead of crashing the process on every restart.
-func deserialize[T any](s serde.Deserializer[T], topic string, data []byte) (v T, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			var zero T
-			v = zero
-			err = &serde.Error{Serde: deserializerName(s), Op: "deserialize", Topic: topic,
-				Err: fmt.Errorf("%w: %v", serde.ErrPanicked, p)}
-		}
-	}()
-	return s.Deserialize(topic, data)
-}
-
-func deserializerName[T any](s serde.Deserializer[T]) string {
-	if n, ok := s.(interface{ Name() string }); ok {
-		return n.Name()
-	}
-	return fmt.Sprintf("%T", s)
-}
-
 // receiver is a node instance that takes typed records.
 type receiver[K, V any] interface {
 	receive(rec processor.Record[K, V]) error
@@ -141,7 +117,7 @@ func (s *sourceInstance[K, V]) Init() error  { return nil }
 func (s *sourceInstance[K, V]) Close() error { return nil }
 
 func (s *sourceInstance[K, V]) Deliver(r RawRecord) error {
-	k, err := deserialize(s.keys, r.Topic, r.Key)
+	k, err := serdes.Deserialize(s.keys, r.Topic, r.Key)
 	if err != nil {
 		// A record without a key is common (Kafka's console producer writes them): it
 		// arrives with the zero key unless the key serde gives nil a meaning (Nullable).
@@ -151,7 +127,7 @@ func (s *sourceInstance[K, V]) Deliver(r RawRecord) error {
 			return &DeserializationError{Node: s.node.Name, Part: "key", Err: err}
 		}
 	}
-	v, err := deserialize(s.values, r.Topic, r.Value)
+	v, err := serdes.Deserialize(s.values, r.Topic, r.Value)
 	if err != nil {
 		if r.Value == nil && errors.Is(err, serde.ErrTombstone) {
 			err = fmt.Errorf("%w; wrap the value serde with serde.Nullable to accept tombstones", err)
