@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/internal/serdes"
+	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 )
 
