@@ -445,6 +445,17 @@ func TestQueryErrorsLeakNoInternals(t *testing.T) {
 		if code, _, body := get(t, base+"/stores/values/keys/ok"); code != http.StatusOK || !strings.Contains(body, `"fine"`) {
 			t.Errorf("after the failures: %d %s", code, body)
 		}
+		qv, err := eddy.Query[string, string](in.app, "values")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := qv.Get("p"); !errors.Is(err, serde.ErrPanicked) {
+			t.Errorf("Get of a value the serde panics on: %v; want ErrPanicked", err)
+		}
+		var se *serde.Error
+		if _, err := qv.All(); !errors.As(err, &se) || se.Serde != "Fragile" { // "e" comes first: its error
+			t.Errorf("All over values the serde fails and panics on: %v; want a Fragile serde.Error", err)
+		}
 		// A null key (JSON null for a Nullable key serde) is no key a store holds.
 		if code, _, body := get(t, base+"/stores/byPoint/keys/null"); code != http.StatusBadRequest {
 			t.Errorf("null key: %d %s; want 400", code, body)

@@ -9,6 +9,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/partition"
+	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
@@ -91,7 +92,7 @@ func (q *QueryableStore[K, V]) Get(key K) (V, bool, error) {
 	if err != nil || vb == nil {
 		return zero, false, err
 	}
-	v, err := q.values.Deserialize(topic, vb)
+	v, err := serdes.Deserialize(q.values, topic, vb)
 	if err != nil {
 		return zero, false, err
 	}
@@ -166,11 +167,11 @@ func (q *QueryableStore[K, V]) scan(rt *runtime, from, to []byte) ([]statestore.
 	topic := rt.changelogTopic(q.store.Name)
 	out := make([]statestore.KeyValue[K, V], 0, len(entries))
 	for _, e := range entries {
-		k, err := q.keys.Deserialize(topic, e.Key)
+		k, err := serdes.Deserialize(q.keys, topic, e.Key)
 		if err != nil {
 			return nil, err
 		}
-		v, err := q.values.Deserialize(topic, e.Value)
+		v, err := serdes.Deserialize(q.values, topic, e.Value)
 		if err != nil {
 			return nil, err
 		}

@@ -609,3 +609,38 @@ func TestNullKeyRefused(t *testing.T) {
 		t.Fatalf("the empty key (not null): %v", err)
 	}
 }
+
+// A value serde that panics on stored bytes (restored from a changelog anyone with
+// write access could have written to) gives the processor an error, not a crash.
+func TestDeserializerPanicIsAnError(t *testing.T) {
+	set := statestore.NewSet(statestore.NewMemoryBackend())
+	buf, err := set.Register("s", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	touchy := serde.Funcs("Touchy",
+		func(_ string, v string) ([]byte, error) { return []byte(v), nil },
+		func(_ string, b []byte) (string, error) {
+			if string(b) == "bad" {
+				var m map[string]int
+				m["x"] = 1 // assignment to a nil map: a panic
+			}
+			return string(b), nil
+		})
+	kv := statestore.NewKeyValueStore(buf, "topic", touchy, touchy, nil)
+	if err := kv.Put("k", "bad"); err != nil {
+		t.Fatal(err)
+	}
+	var se *serde.Error
+	if _, _, err := kv.Get("k"); !errors.Is(err, serde.ErrPanicked) || !errors.As(err, &se) || se.Serde != "Touchy" {
+		t.Fatalf("Get of a value the serde panics on: %v; want a Touchy serde.Error wrapping ErrPanicked", err)
+	}
+	it, err := kv.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if it.Next() || !errors.Is(it.Err(), serde.ErrPanicked) {
+		t.Fatalf("iterating over it: Next, Err = %v; want ErrPanicked", it.Err())
+	}
+}
