@@ -139,8 +139,13 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 		ids = append(ids, id)
 		var sd subscriptionData
 		if len(m.UserData) > 0 {
-			if err := json.Unmarshal(m.UserData, &sd); err != nil && a.logf != nil {
-				a.logf("ignoring unreadable subscription data", "member", id, "error", err)
+			if err := json.Unmarshal(m.UserData, &sd); err != nil {
+				// encoding/json fills what it could before the error: drop all of it,
+				// or a member's half-read claims would steer the plan.
+				sd = subscriptionData{}
+				if a.logf != nil {
+					a.logf("ignoring unreadable subscription data", "member", id, "error", err)
+				}
 			}
 		}
 		subs[id] = sd
@@ -268,8 +273,11 @@ func (a *assignor) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment
 	tasks := a.tasksOf(assignment.Topics)
 	var ad assignmentData
 	if len(assignment.UserData) > 0 {
-		if err := json.Unmarshal(assignment.UserData, &ad); err != nil && a.logf != nil {
-			a.logf("ignoring unreadable assignment data", "error", err)
+		if err := json.Unmarshal(assignment.UserData, &ad); err != nil {
+			ad = assignmentData{} // not half of it (see Plan)
+			if a.logf != nil {
+				a.logf("ignoring unreadable assignment data", "error", err)
+			}
 		}
 	}
 	a.mu.Lock()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -48,16 +47,7 @@ func startServed(t *testing.T, e *wcEnv) *served {
 
 func get(t *testing.T, u string) (int, http.Header, string) {
 	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, string(b)
+	return do(t, http.MethodGet, u, nil, "")
 }
 
 // scrape reads /metrics and returns each sample as "name{labels}" → value, labels

@@ -1,23 +1,78 @@
 package eddy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// forwardedHeader marks a query forwarded by another instance, so it is never
-// forwarded twice (a stale ownership map must not make requests loop).
+// forwardedHeader marks a query forwarded by another instance (its value is the
+// sender's AdvertisedAddr). A query carrying it is answered from the local store or
+// not at all, never forwarded again: a query takes at most one hop, so ownership maps
+// that disagree (instances in different generations during a rebalance, a member that
+// announces another's address) cannot make instances forward to each other in a loop.
 const forwardedHeader = "X-Eddy-Forwarded"
 
-// Handler serves the application's operational endpoints:
+// servedByHeader names the instance that answered a forwarded query.
+const servedByHeader = "X-Eddy-Served-By"
+
+// ErrUnauthenticated may be wrapped by the error of HandlerOptions.Authorize: the
+// request carries no valid credentials, and the answer is 401 instead of 403.
+var ErrUnauthenticated = errors.New("eddy: unauthenticated")
+
+// HandlerOptions tunes App.HandlerWith and App.Server. The zero value gives the
+// defaults.
+type HandlerOptions struct {
+	// Timeout bounds each request, a forwarded query included: one that runs longer is
+	// answered 503 with Retry-After. Default 10s. App.Server also derives its read and
+	// write timeouts from it.
+	Timeout time.Duration
+	// MaxHeaderBytes bounds a request's URL and headers; a larger request gets 431.
+	// Default 16 KiB.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds a request's body. The endpoints read none: a request that
+	// declares a larger one gets 413. Default 4 KiB.
+	MaxBodyBytes int64
+	// MaxForwardedBytes bounds the answer of another instance to a forwarded query; a
+	// larger one is not relayed (502). Default 16 MiB.
+	MaxForwardedBytes int64
+	// Authorize, if set, runs before every endpoint except /healthz and /readyz, which
+	// probes must reach without credentials. An error denies the request: 401 if it
+	// wraps ErrUnauthenticated, else 403. The error is logged, not shown to the
+	// client. A forwarded query carries the caller's Authorization header to the
+	// owner, whose Authorize sees the same credentials.
+	Authorize func(r *http.Request) error
+}
+
+func (o HandlerOptions) withDefaults() HandlerOptions {
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = 16 << 10
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 10
+	}
+	if o.MaxForwardedBytes <= 0 {
+		o.MaxForwardedBytes = 16 << 20
+	}
+	return o
+}
+
+// Handler serves the application's operational endpoints with the default
+// HandlerOptions:
 //
 //	GET /healthz                    200 while the process is alive and not failed
 //	GET /readyz                     200 when every assigned task is restored and running
@@ -28,8 +83,33 @@ const forwardedHeader = "X-Eddy-Forwarded"
 // A query answers 200 {"store", "key", "value"} from the local store, 404 for a missing
 // key or store, 400 for a key that does not parse, and 503 with Retry-After while the
 // key's partition restores or moves. A key held by another instance is fetched from its
-// AdvertisedAddr.
-func (a *App) Handler() http.Handler {
+// AdvertisedAddr, once: a query another instance forwarded is never forwarded again.
+//
+// Errors are JSON {"error": "..."}. A client error (4xx) says what was wrong with the
+// request; a server error (5xx) says only what kind of failure it was, and the details
+// (file paths, addresses, serde errors) go to Config.Logger.
+//
+// Serve it with App.Server, or with an http.Server of your own that sets
+// ReadHeaderTimeout: the handler bounds the time it takes, not the time a slow client
+// takes to send its request.
+func (a *App) Handler() http.Handler { return a.HandlerWith(HandlerOptions{}) }
+
+// HandlerWith is Handler with options: timeouts, limits and an authorization hook.
+func (a *App) HandlerWith(opts HandlerOptions) http.Handler {
+	opts = opts.withDefaults()
+	h := &handler{app: a, opts: opts, log: a.cfg.Logger.With("component", "http")}
+	h.client = &http.Client{
+		// An owner's redirect is not an answer: relay nothing, follow nothing.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			Proxy:                  nil, // instance to instance, never through a proxy
+			DialContext:            (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost:    4,
+			IdleConnTimeout:        90 * time.Second,
+			ResponseHeaderTimeout:  opts.Timeout,
+			MaxResponseHeaderBytes: int64(opts.MaxHeaderBytes),
+		},
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		st := a.State()
@@ -48,7 +128,7 @@ func (a *App) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"state": string(st)})
 	})
-	mux.HandleFunc("GET /topology", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /topology", h.authorized(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		switch r.URL.Query().Get("format") {
 		case "", "text":
@@ -59,42 +139,164 @@ func (a *App) Handler() http.Handler {
 		case "mermaid":
 			_, _ = io.WriteString(w, a.topo.DescribeMermaid())
 		default:
-			http.Error(w, "format: want text, dot or mermaid", http.StatusBadRequest)
+			writeError(w, http.StatusBadRequest, "format: want text, dot or mermaid")
 		}
-	})
-	mux.HandleFunc("GET /stores/{store}/keys/{key}", a.serveKey)
+	}))
+	mux.Handle("GET /stores/{store}/keys/{key}", h.authorized(h.serveKey))
 	if g, ok := a.cfg.Metrics.(prometheus.Gatherer); ok {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", h.authorized(promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP))
 	}
-	return mux
+	timeoutBody, _ := json.Marshal(map[string]string{"error": "request timed out; retry"})
+	return h.limited(http.TimeoutHandler(h.recovered(mux), opts.Timeout, string(timeoutBody)))
+}
+
+// Server returns an http.Server for the handler (HandlerWith(opts)) at addr, with the
+// timeouts and limits an exposed server needs: a client must send its request headers
+// within the Timeout (no slowloris) and its whole request within it too; the header
+// limit applies while reading. Start it with ListenAndServe; stop it with Shutdown.
+func (a *App) Server(addr string, opts HandlerOptions) *http.Server {
+	opts = opts.withDefaults()
+	return &http.Server{
+		Addr:              addr,
+		Handler:           a.HandlerWith(opts),
+		ReadHeaderTimeout: opts.Timeout,
+		ReadTimeout:       opts.Timeout,
+		// Past the handler's own timeout, so its 503 still reaches the client.
+		WriteTimeout:   opts.Timeout + 5*time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: opts.MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(a.cfg.Logger.With("component", "http").Handler(), slog.LevelWarn),
+	}
+}
+
+// handler holds the state of App.HandlerWith.
+type handler struct {
+	app    *App
+	opts   HandlerOptions
+	log    *slog.Logger
+	client *http.Client
+}
+
+// limited refuses requests over the header and body limits before anything else.
+func (h *handler) limited(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if headerSize(r) > h.opts.MaxHeaderBytes {
+			writeError(w, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request headers and URL exceed %d bytes", h.opts.MaxHeaderBytes))
+			return
+		}
+		if r.ContentLength > h.opts.MaxBodyBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes (the endpoints take none)", h.opts.MaxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
+		next.ServeHTTP(timeoutTyped{w}, r)
+	})
+}
+
+// timeoutTyped labels the JSON answer http.TimeoutHandler writes on a timeout, which
+// has no headers of its own: the only 503 without a Content-Type.
+type timeoutTyped struct{ http.ResponseWriter }
+
+func (w timeoutTyped) WriteHeader(code int) {
+	if h := w.Header(); code == http.StatusServiceUnavailable && h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+		h.Set("X-Content-Type-Options", "nosniff")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w timeoutTyped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// headerSize is the size of a request's URL and headers as sent, roughly.
+func headerSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Host) + len(r.Proto) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// recovered turns a panic (a user serde panicking on a key or a stored value) into a
+// 500 that says nothing about it; the panic goes to the log.
+func (h *handler) recovered(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				h.log.Error("HTTP handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p)
+				writeError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized runs the Authorize hook, if any, before next.
+func (h *handler) authorized(next http.HandlerFunc) http.Handler {
+	if h.opts.Authorize == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h.opts.Authorize(r); err != nil {
+			h.log.Info("request denied", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
+			if errors.Is(err, ErrUnauthenticated) {
+				writeError(w, http.StatusUnauthorized, "unauthenticated")
+				return
+			}
+			writeError(w, http.StatusForbidden, "forbidden")
+			return
+		}
+		next(w, r)
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// notReady answers 503 with Retry-After; detail goes to the log only.
+func (h *handler) notReady(w http.ResponseWriter, r *http.Request, detail error) {
+	h.log.Debug("query not ready", "path", r.URL.Path, "reason", detail)
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "store not ready (restoring or rebalancing); retry")
+}
+
+// internalError answers 500 saying what failed, not how; detail goes to the log.
+func (h *handler) internalError(w http.ResponseWriter, r *http.Request, what string, detail error) {
+	h.log.Error("query failed", "path", r.URL.Path, "what", what, "error", detail)
+	writeError(w, http.StatusInternalServerError, what)
+}
+
+func (h *handler) serveKey(w http.ResponseWriter, r *http.Request) {
+	a := h.app
 	storeName, keyText := r.PathValue("store"), r.PathValue("key")
 	st, ok := a.g.Stores[storeName]
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no store %q", storeName)})
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no store %q", storeName))
 		return
-	}
-	notReady := func(err error) {
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 	}
 	rt, err := a.queryRuntime()
 	if err != nil {
-		notReady(err)
+		h.notReady(w, r, err)
 		return
 	}
 	topic := rt.changelogTopic(storeName)
 	key, err := st.KeyFromText(keyText, topic)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		// The parse error describes the client's key, and nothing of the server's.
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("key %q does not parse as a %s key", keyText, st.KeyType))
+		h.log.Debug("query key does not parse", "path", r.URL.Path, "error", err)
 		return
 	}
 	value, err := rt.queryGet(st, key)
@@ -102,52 +304,92 @@ func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &nl):
 		if nl.Owner == "" || nl.Owner == a.cfg.AdvertisedAddr || r.Header.Get(forwardedHeader) != "" {
-			notReady(fmt.Errorf("%w: %v", ErrNotReady, nl))
+			h.notReady(w, r, err)
 			return
 		}
-		a.forward(w, r, nl.Owner)
+		h.forward(w, r, nl.Owner)
 		return
 	case errors.Is(err, ErrNotReady):
-		notReady(err)
+		h.notReady(w, r, err)
 		return
 	case err != nil:
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		h.internalError(w, r, "reading the store failed", err)
 		return
 	case value == nil:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no key %q in store %q", keyText, storeName)})
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no key %q in store %q", keyText, storeName))
 		return
 	}
 	v, err := st.ValueToJSON(value, topic)
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		h.internalError(w, r, "the stored value does not deserialize", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"store": storeName, "key": keyText, "value": v})
+	body, err := json.Marshal(map[string]any{"store": storeName, "key": keyText, "value": v})
+	if err != nil {
+		h.internalError(w, r, "the stored value does not encode as JSON", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// validOwner reports whether an owner address announced through the group is a plain
+// host:port, so that it can only name a host, never a path, user or query.
+func validOwner(owner string) bool {
+	host, port, err := net.SplitHostPort(owner)
+	return err == nil && host != "" && port != "" && !strings.ContainsAny(owner, "/?#@\\ \t\r\n%")
 }
 
 // forward asks the owner of a key and relays its answer.
-func (a *App) forward(w http.ResponseWriter, r *http.Request, owner string) {
+func (h *handler) forward(w http.ResponseWriter, r *http.Request, owner string) {
+	if !validOwner(owner) {
+		h.internalError(w, r, "the key's owner announced an unusable address", fmt.Errorf("owner address %q is not host:port", owner))
+		return
+	}
 	u := url.URL{Scheme: "http", Host: owner, Path: r.URL.Path, RawPath: r.URL.RawPath}
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		h.internalError(w, r, "forwarding the query failed", err)
 		return
 	}
-	req.Header.Set(forwardedHeader, a.cfg.AdvertisedAddr)
-	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Do(req)
+	req.Header.Set(forwardedHeader, h.app.cfg.AdvertisedAddr)
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := h.client.Do(req)
 	if err != nil {
+		h.log.Warn("forwarded query failed", "path", r.URL.Path, "owner", owner, "error", err)
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": fmt.Sprintf("owner %s: %v", owner, err)})
+		writeError(w, http.StatusServiceUnavailable, "the instance holding the key did not answer; retry")
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{"Content-Type", "Retry-After"} {
-		if v := resp.Header.Get(h); v != "" {
-			w.Header().Set(h, v)
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		h.log.Warn("forwarded query answered with a redirect; not followed", "path", r.URL.Path, "owner", owner, "status", resp.StatusCode, "location", resp.Header.Get("Location"))
+		writeError(w, http.StatusBadGateway, "the instance holding the key gave no answer")
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, h.opts.MaxForwardedBytes+1))
+	switch {
+	case err != nil:
+		h.log.Warn("forwarded query: reading the answer failed", "path", r.URL.Path, "owner", owner, "error", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "the instance holding the key did not answer; retry")
+		return
+	case int64(len(body)) > h.opts.MaxForwardedBytes:
+		h.log.Warn("forwarded query: answer too large; not relayed", "path", r.URL.Path, "owner", owner, "limit", h.opts.MaxForwardedBytes)
+		writeError(w, http.StatusBadGateway, fmt.Sprintf("the answer exceeds %d bytes", h.opts.MaxForwardedBytes))
+		return
+	}
+	for _, k := range []string{"Content-Type", "Retry-After"} {
+		if v := resp.Header.Get(k); v != "" {
+			w.Header().Set(k, v)
 		}
 	}
-	w.Header().Set("X-Eddy-Served-By", owner)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set(servedByHeader, owner)
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	_, _ = io.Copy(w, bytes.NewReader(body))
 }

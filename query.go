@@ -9,6 +9,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/partition"
+	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
@@ -83,7 +84,7 @@ func (q *QueryableStore[K, V]) Get(key K) (V, bool, error) {
 		return zero, false, err
 	}
 	topic := rt.changelogTopic(q.store.Name)
-	kb, err := q.keys.Serialize(topic, key)
+	kb, err := q.serializeKey(topic, key)
 	if err != nil {
 		return zero, false, err
 	}
@@ -91,11 +92,21 @@ func (q *QueryableStore[K, V]) Get(key K) (V, bool, error) {
 	if err != nil || vb == nil {
 		return zero, false, err
 	}
-	v, err := q.values.Deserialize(topic, vb)
+	v, err := serdes.Deserialize(q.values, topic, vb)
 	if err != nil {
 		return zero, false, err
 	}
 	return v, true, nil
+}
+
+// serializeKey serializes a key to query; a null key (a nil pointer with a Nullable
+// serde) is an error wrapping statestore.ErrNullKey, as in a store.
+func (q *QueryableStore[K, V]) serializeKey(topic string, key K) ([]byte, error) {
+	kb, err := q.keys.Serialize(topic, key)
+	if err == nil && kb == nil {
+		err = fmt.Errorf("eddy: store %q: %w", q.store.Name, statestore.ErrNullKey)
+	}
+	return kb, err
 }
 
 // Owner returns the advertised address of the instance holding key, and whether it is
@@ -105,7 +116,7 @@ func (q *QueryableStore[K, V]) Owner(key K) (owner string, local bool, err error
 	if err != nil {
 		return "", false, err
 	}
-	kb, err := q.keys.Serialize(rt.changelogTopic(q.store.Name), key)
+	kb, err := q.serializeKey(rt.changelogTopic(q.store.Name), key)
 	if err != nil {
 		return "", false, err
 	}
@@ -156,11 +167,11 @@ func (q *QueryableStore[K, V]) scan(rt *runtime, from, to []byte) ([]statestore.
 	topic := rt.changelogTopic(q.store.Name)
 	out := make([]statestore.KeyValue[K, V], 0, len(entries))
 	for _, e := range entries {
-		k, err := q.keys.Deserialize(topic, e.Key)
+		k, err := serdes.Deserialize(q.keys, topic, e.Key)
 		if err != nil {
 			return nil, err
 		}
-		v, err := q.values.Deserialize(topic, e.Value)
+		v, err := serdes.Deserialize(q.values, topic, e.Value)
 		if err != nil {
 			return nil, err
 		}

@@ -54,6 +54,12 @@ type Serde[T any] interface {
 // tombstones.
 var ErrTombstone = errors.New("null value (tombstone)")
 
+// ErrPanicked is wrapped by the error eddy reports when a deserializer panicked on the
+// bytes of a record it read from a topic: the record follows the bad-record policy like
+// one the deserializer rejected with an error. A deserializer should return an error
+// for bytes it cannot read rather than panic.
+var ErrPanicked = errors.New("deserializer panicked")
+
 // Error tells which serde failed, doing what, on which topic.
 type Error struct {
 	Serde string // "String", "Int64", "JSON[main.Event]", ...

@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -146,11 +147,29 @@ func (b *memoryBackend) Count(store string) (int64, error) {
 	return 0, nil
 }
 
+// checkKeys refuses a batch with a key longer than MaxKeySize, which bbolt cannot
+// store: typed stores refuse such keys before they reach a changelog, so one can come
+// only from a changelog written by something else, and restoring it must fail the same
+// way (and with a short message) in every backend.
+func (batch Batch) checkKeys() error {
+	for store, entries := range batch.Writes {
+		for _, e := range entries {
+			if len(e.Key) > MaxKeySize {
+				return fmt.Errorf("store %q: %w: a key of %d bytes (starting %x)", store, ErrKeyTooLarge, len(e.Key), e.Key[:16])
+			}
+		}
+	}
+	return nil
+}
+
 func (b *memoryBackend) Write(batch Batch) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return ErrClosed
+	}
+	if err := batch.checkKeys(); err != nil {
+		return err
 	}
 	for name, entries := range batch.Writes {
 		s := b.stores[name]

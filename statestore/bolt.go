@@ -707,6 +707,9 @@ func (b *boltBackend) Count(store string) (int64, error) {
 // Write applies the batch in one bbolt transaction. Entries are applied in order (a key
 // given twice: the later entry wins); sorted entries insert several times faster.
 func (b *boltBackend) Write(batch Batch) error {
+	if err := batch.checkKeys(); err != nil {
+		return err
+	}
 	return b.do("write", "", func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
 			for store, entries := range batch.Writes {

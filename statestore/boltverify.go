@@ -388,6 +388,11 @@ func (v *verifier) checkLeaf(id uint64, p []byte, lo, hi []byte, bucketDepth int
 		v.stats.Keys++
 		switch flags {
 		case 0:
+			if bucketDepth == 0 {
+				// bbolt's root holds only buckets (a Tx has no Put); a plain key there
+				// gives a nil *Bucket to anyone iterating the root (tx.ForEach).
+				return damagef("leaf page %d: element %d of the root is a plain key, not a bucket", id, i)
+			}
 		case bucketLeafFlag:
 			if err := v.checkBucketValue(id, k, val, bucketDepth+1); err != nil {
 				return err

@@ -72,6 +72,10 @@ var (
 	ErrUnknownStore = errors.New("unknown state store")
 	// ErrKeyTooLarge: a serialized key is longer than MaxKeySize.
 	ErrKeyTooLarge = errors.New("key longer than MaxKeySize (32 KiB)")
+	// ErrNullKey: a key serializes to null (nil bytes), as a nil pointer does with
+	// serde.Nullable. A store holds no null key: its changelog is compacted, and Kafka
+	// refuses a record without a key there (Kafka Streams refuses a null key too).
+	ErrNullKey = errors.New("key serializes to null")
 )
 
 // StoreError names the store an error happened in.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -49,6 +50,9 @@ func (s *typedStore[K, V]) key(k K, op string) ([]byte, error) {
 	if err != nil {
 		return nil, &StoreError{Store: s.buf.name, Op: op + ": serialize key", Err: err}
 	}
+	if b == nil {
+		return nil, &StoreError{Store: s.buf.name, Op: op, Err: ErrNullKey}
+	}
 	if len(b) > MaxKeySize {
 		// Refused here, before it reaches the changelog: bbolt would refuse it at every
 		// flush and every restore after.
@@ -68,7 +72,7 @@ func (s *typedStore[K, V]) Get(k K) (V, bool, error) {
 	if err != nil || vb == nil {
 		return zero, false, err
 	}
-	v, err := s.values.Deserialize(s.topic, vb)
+	v, err := serdes.Deserialize(s.values, s.topic, vb)
 	if err != nil {
 		return zero, false, &StoreError{Store: s.buf.name, Op: "get: deserialize value", Err: err}
 	}
@@ -178,11 +182,11 @@ func (t *typedIterator[K, V]) Next() bool {
 	// The bytes of a backend iterator are valid only until its next step (bbolt's point
 	// into a read transaction), and a serde may keep them (Bytes does): hand it copies.
 	var err error
-	if t.k, err = t.s.keys.Deserialize(t.s.topic, bytes.Clone(t.it.Key())); err != nil {
+	if t.k, err = serdes.Deserialize(t.s.keys, t.s.topic, bytes.Clone(t.it.Key())); err != nil {
 		t.err = &StoreError{Store: t.s.buf.name, Op: "iterate: deserialize key", Err: err}
 		return false
 	}
-	if t.v, err = t.s.values.Deserialize(t.s.topic, bytes.Clone(t.it.Value())); err != nil {
+	if t.v, err = serdes.Deserialize(t.s.values, t.s.topic, bytes.Clone(t.it.Value())); err != nil {
 		t.err = &StoreError{Store: t.s.buf.name, Op: "iterate: deserialize value", Err: err}
 		return false
 	}

@@ -582,3 +582,65 @@ func TestOversizedKeyRefused(t *testing.T) {
 		t.Fatalf("a key of exactly statestore.MaxKeySize: %v", err)
 	}
 }
+
+// A key that serializes to null is refused before it reaches the buffer: the
+// changelog, a compacted topic, would refuse the record at commit.
+func TestNullKeyRefused(t *testing.T) {
+	set := statestore.NewSet(statestore.NewMemoryBackend())
+	buf, err := set.Register("s", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := statestore.NewKeyValueStore(buf, "topic", serde.Nullable(serde.String()), serde.String(), nil)
+	if err := kv.Put(nil, "v"); !errors.Is(err, statestore.ErrNullKey) {
+		t.Fatalf("Put of a nil key: %v, want statestore.ErrNullKey", err)
+	}
+	if _, _, err := kv.Get(nil); !errors.Is(err, statestore.ErrNullKey) {
+		t.Fatalf("Get of a nil key: %v, want statestore.ErrNullKey", err)
+	}
+	if err := kv.Delete(nil); !errors.Is(err, statestore.ErrNullKey) {
+		t.Fatalf("Delete of a nil key: %v, want statestore.ErrNullKey", err)
+	}
+	if set.Dirty() != 0 {
+		t.Fatal("the null key reached the write buffer")
+	}
+	empty := ""
+	if err := kv.Put(&empty, "v"); err != nil {
+		t.Fatalf("the empty key (not null): %v", err)
+	}
+}
+
+// A value serde that panics on stored bytes (restored from a changelog anyone with
+// write access could have written to) gives the processor an error, not a crash.
+func TestDeserializerPanicIsAnError(t *testing.T) {
+	set := statestore.NewSet(statestore.NewMemoryBackend())
+	buf, err := set.Register("s", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	touchy := serde.Funcs("Touchy",
+		func(_ string, v string) ([]byte, error) { return []byte(v), nil },
+		func(_ string, b []byte) (string, error) {
+			if string(b) == "bad" {
+				var m map[string]int
+				m["x"] = 1 // assignment to a nil map: a panic
+			}
+			return string(b), nil
+		})
+	kv := statestore.NewKeyValueStore(buf, "topic", touchy, touchy, nil)
+	if err := kv.Put("k", "bad"); err != nil {
+		t.Fatal(err)
+	}
+	var se *serde.Error
+	if _, _, err := kv.Get("k"); !errors.Is(err, serde.ErrPanicked) || !errors.As(err, &se) || se.Serde != "Touchy" {
+		t.Fatalf("Get of a value the serde panics on: %v; want a Touchy serde.Error wrapping ErrPanicked", err)
+	}
+	it, err := kv.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if it.Next() || !errors.Is(it.Err(), serde.ErrPanicked) {
+		t.Fatalf("iterating over it: Next, Err = %v; want ErrPanicked", it.Err())
+	}
+}

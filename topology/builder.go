@@ -28,6 +28,7 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
@@ -244,10 +245,14 @@ func AddKeyValueStore[K, V any](b *Builder, name string, keys serde.Serde[K], va
 			if err != nil {
 				return nil, err
 			}
-			return keys.Serialize(topic, k)
+			b, err := keys.Serialize(topic, k)
+			if err == nil && b == nil {
+				err = fmt.Errorf("key %q: %w", text, statestore.ErrNullKey)
+			}
+			return b, err
 		},
 		ValueToJSON: func(value []byte, topic string) (any, error) {
-			return values.Deserialize(topic, value)
+			return serdes.Deserialize(values, topic, value)
 		},
 	}
 	b.stores = append(b.stores, st)

@@ -489,3 +489,71 @@ func TestReadKeyValueMap(t *testing.T) {
 		t.Fatalf("ReadKeyValueMap = %v; want a=3, <nil>=x and b deleted by its tombstone", got)
 	}
 }
+
+// panicky is a user serde that panics on bytes it did not expect, as a hand-written
+// decoder indexing a short record does.
+func panicky() serde.Serde[int64] {
+	return serde.Funcs("Panicky",
+		func(_ string, v int64) ([]byte, error) { return serde.Int64().Serialize("", v) },
+		func(_ string, b []byte) (int64, error) {
+			return int64(b[0])<<56 | int64(b[1])<<48 | int64(b[2])<<40 | int64(b[3])<<32 |
+				int64(b[4])<<24 | int64(b[5])<<16 | int64(b[6])<<8 | int64(b[7]), nil
+		})
+}
+
+func panickySums(t *testing.T, cfg topologytest.Config) *topologytest.Driver {
+	t.Helper()
+	b := topology.NewBuilder()
+	topology.AddSource(b, "amounts", serde.String(), panicky(), "amounts")
+	topology.AddProcessor(b, "sum", func() processor.Processor[string, int64, string, int64] { return &summer{} }, "amounts")
+	topology.AddKeyValueStore(b, "totals", serde.String(), serde.Int64(), "sum")
+	topology.AddSink(b, "out", "totals", serde.String(), serde.Int64(), "sum")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StartTime = start
+	d, err := topologytest.New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// A deserializer that panics on a record's bytes does not crash the process: the record
+// follows the bad-record policy like one the serde rejected.
+func TestDeserializerPanicFollowsPolicy(t *testing.T) {
+	one := []byte{0, 0, 0, 0, 0, 0, 0, 1}
+	t.Run("Fail", func(t *testing.T) {
+		d := panickySums(t, topologytest.Config{})
+		err := d.PipeRaw("amounts", []byte("a"), []byte{1, 2}, nil, time.Time{})
+		var se *serde.Error
+		if !errors.Is(err, serde.ErrPanicked) || !errors.As(err, &se) || se.Serde != "Panicky" || se.Topic != "amounts" ||
+			!strings.Contains(err.Error(), "index out of range") || !strings.Contains(err.Error(), "value") {
+			t.Fatalf("error %v; want a serde.Error of Panicky on amounts wrapping ErrPanicked and the panic", err)
+		}
+	})
+	t.Run("Skip", func(t *testing.T) {
+		d := panickySums(t, topologytest.Config{OnDeserializationError: topologytest.Skip})
+		for _, v := range [][]byte{one, {1, 2}, one} {
+			if err := d.PipeRaw("amounts", []byte("a"), v, nil, time.Time{}); err != nil {
+				t.Fatalf("Skip returned %v", err)
+			}
+		}
+		got := readAll(t, topologytest.NewOutputTopic(d, "totals", serde.String(), serde.Int64()))
+		if !slices.Equal(got, []string{"a=1", "a=2"}) {
+			t.Fatalf("got %q; the record the serde panicked on should be skipped and the next processed", got)
+		}
+	})
+	t.Run("DeadLetter", func(t *testing.T) {
+		d := panickySums(t, topologytest.Config{ApplicationID: "app", OnDeserializationError: topologytest.DeadLetter, DeadLetterTopic: "dlq"})
+		if err := d.PipeRaw("amounts", []byte("a"), []byte{7}, nil, time.Time{}); err != nil {
+			t.Fatalf("DeadLetter returned %v", err)
+		}
+		dlq := d.Records("dlq")
+		if len(dlq) != 1 || string(dlq[0].Value) != "\x07" {
+			t.Fatalf("dead-letter topic holds %v; want the record as it was read", dlq)
+		}
+	})
+}

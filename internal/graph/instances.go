@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 )
@@ -116,7 +117,7 @@ func (s *sourceInstance[K, V]) Init() error  { return nil }
 func (s *sourceInstance[K, V]) Close() error { return nil }
 
 func (s *sourceInstance[K, V]) Deliver(r RawRecord) error {
-	k, err := s.keys.Deserialize(r.Topic, r.Key)
+	k, err := serdes.Deserialize(s.keys, r.Topic, r.Key)
 	if err != nil {
 		// A record without a key is common (Kafka's console producer writes them): it
 		// arrives with the zero key unless the key serde gives nil a meaning (Nullable).
@@ -126,7 +127,7 @@ func (s *sourceInstance[K, V]) Deliver(r RawRecord) error {
 			return &DeserializationError{Node: s.node.Name, Part: "key", Err: err}
 		}
 	}
-	v, err := s.values.Deserialize(r.Topic, r.Value)
+	v, err := serdes.Deserialize(s.values, r.Topic, r.Value)
 	if err != nil {
 		if r.Value == nil && errors.Is(err, serde.ErrTombstone) {
 			err = fmt.Errorf("%w; wrap the value serde with serde.Nullable to accept tombstones", err)
