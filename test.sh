@@ -4,7 +4,7 @@
 # single-node Apache Kafka 4.1 (started from Maven Central jars by
 # integration/kafka.sh, needs Java 17+ and Maven).
 #
-#   ./test.sh                         # cross-builds (darwin, windows), then go test -race -timeout 30m ./...
+#   ./test.sh                         # cross-builds (darwin, windows), fuzzes briefly, then go test -race -timeout 30m ./...
 #   ./test.sh -run TestFencing ./kafkatest/   # other go test arguments
 #
 # The broker listens on 127.0.0.1:19092 (EDDY_KAFKA_PORT to change). A broker
@@ -43,6 +43,10 @@ if (($# == 0)); then
 		step "GOOS=$goos go build ./..."
 		GOOS=$goos go build ./...
 	done
+	# Every fuzz target briefly (FUZZTIME each, 5 s by default); the seed corpora also
+	# run in go test below. A failure leaves the input under the package's testdata/fuzz/.
+	step "integration/fuzz.sh (every fuzz target, ${FUZZTIME:-5s} each)"
+	integration/fuzz.sh
 fi
 step "EDDY_TEST_BROKERS=$addr go test -race -timeout 30m $*"
 set +e
