@@ -407,3 +407,43 @@ func TestKeptTaskIsNotRestoredAgain(t *testing.T) {
 		t.Errorf("every store was restored more than once: kept tasks were restored again")
 	}
 }
+
+// A processor that panics on a record stops the application with an error (wrapping
+// processor.ErrPanicked, naming the node and the record's offset) instead of crashing
+// the process; nothing past the record is committed.
+func TestProcessorPanicStopsTheAppWithAnError(t *testing.T) {
+	c := kafkatest.Embedded(t)
+	ctx := ctxT(t)
+	in, out := c.Unique("in"), c.Unique("out")
+	for _, topic := range []string{in, out} {
+		if err := c.CreateTopic(ctx, topic, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Produce(ctx, in, int64Msg("k", 1), int64Msg("k", 2), int64Msg("k", 3)); err != nil {
+		t.Fatal(err)
+	}
+	topo := valueTopology(t, in, out, func(v int64) error {
+		if v == 3 {
+			panic("bug in user code")
+		}
+		return nil
+	})
+	inst := start(t, topo, eddy.Config{ApplicationID: c.Unique("app"), Brokers: c.Addrs(), StateDir: t.TempDir(), Logger: testLogger(t)})
+	var err error
+	waitFor(t, 30*time.Second, "the application to stop", func() (bool, error) {
+		var done bool
+		err, done = inst.exited()
+		return done, nil
+	})
+	if !errors.Is(err, processor.ErrPanicked) || !strings.Contains(err.Error(), "offset 2") || !strings.Contains(err.Error(), `"double"`) {
+		t.Fatalf("Run returned %v; want an error wrapping ErrPanicked naming node \"double\" and offset 2", err)
+	}
+	recs, rerr := c.ReadCommitted(ctx, out)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if len(recs) > 2 {
+		t.Errorf("%d outputs committed, want at most the 2 before the panicking record", len(recs))
+	}
+}

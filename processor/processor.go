@@ -168,6 +168,11 @@ type StoreProvider interface {
 // the asking node.
 var ErrStoreNotAttached = errors.New("state store not attached to this processor")
 
+// ErrPanicked is wrapped by the error that stops the application when a processor's
+// Init, Process, Close or punctuator panicked: the panic is turned into an error that
+// names the task, the node and the record, and nothing past the record is committed.
+var ErrPanicked = errors.New("panicked")
+
 // ErrUnknownChild is returned by Forward for a name that is not a child of the node.
 var ErrUnknownChild = errors.New("unknown child")
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -166,16 +167,31 @@ type processorInstance[KIn, VIn, KOut, VOut any] struct {
 	logger   *slog.Logger
 }
 
-func (p *processorInstance[KIn, VIn, KOut, VOut]) Init() error {
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Init() (err error) {
+	defer Contain(p.node.Name, &err)
 	return wrapNode(p.node.Name, p.p.Init(p))
 }
 
-func (p *processorInstance[KIn, VIn, KOut, VOut]) Close() error {
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Close() (err error) {
+	defer Contain(p.node.Name, &err)
 	return wrapNode(p.node.Name, p.p.Close())
 }
 
-func (p *processorInstance[KIn, VIn, KOut, VOut]) receive(rec processor.Record[KIn, VIn]) error {
+func (p *processorInstance[KIn, VIn, KOut, VOut]) receive(rec processor.Record[KIn, VIn]) (err error) {
+	defer Contain(p.node.Name, &err)
 	return wrapNode(p.node.Name, p.p.Process(rec))
+}
+
+// Contain turns a panic of user code in node (a processor or a punctuator) into a
+// NodeError wrapping processor.ErrPanicked with the panic value and its stack, set in
+// *err: the task then stops the application with an error naming the task, the node
+// and the record, as for a returned error, instead of crashing the process (and every
+// restart after it, on the same record). A panic in a child is contained by the child,
+// so the innermost node is named. Deferred directly by the caller.
+func Contain(node string, err *error) {
+	if r := recover(); r != nil {
+		*err = &NodeError{Node: node, Err: fmt.Errorf("%w: %v\n%s", processor.ErrPanicked, r, debug.Stack())}
+	}
 }
 
 // The processor.Context implementation.

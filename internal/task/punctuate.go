@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -21,6 +22,12 @@ type punctuator struct {
 }
 
 func (p *punctuator) Cancel() { p.cancelled = true }
+
+// fire calls the punctuator; a panic becomes an error naming its node.
+func (p *punctuator) fire(now time.Time) (err error) {
+	defer graph.Contain(p.node, &err)
+	return p.fn(now)
+}
 
 // Schedule implements graph.Runtime.
 func (t *Task) Schedule(node string, interval time.Duration, typ processor.PunctuationType, fn processor.Punctuator) (processor.Cancellable, error) {
@@ -68,7 +75,7 @@ func (t *Task) punctuate(typ processor.PunctuationType, now time.Time) error {
 		}
 		missed := now.Sub(p.next) / p.interval
 		p.next = p.next.Add((missed + 1) * p.interval)
-		if err := p.fn(now); err != nil {
+		if err := p.fire(now); err != nil {
 			return t.nodeError(wrapPunctuator(p.node, err), nil)
 		}
 	}
