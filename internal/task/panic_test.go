@@ -14,7 +14,9 @@ import (
 
 // panicky panics on the record "boom" in Process, and in its punctuator at stream time
 // 10 s.
-type panicky struct{ ctx processor.Context[string, string] }
+type panicky struct {
+	ctx processor.Context[string, string]
+}
 
 func (p *panicky) Init(ctx processor.Context[string, string]) error {
 	p.ctx = ctx
