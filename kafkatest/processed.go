@@ -45,9 +45,11 @@ func InputTopics(topo *topology.Topology, appID string) []string {
 //
 // The topics may be given in any order: a record processed from one topic may write
 // to another (a repartition topic), so WaitProcessed returns only when len(topics)
-// checks in a row found every topic processed. A topic the group reads is then final
-// (everything written to it before the check that found its writers processed is
-// committed, by exactly-once), whatever the chain of topics between the input and it.
+// checks have found every topic processed. Why that is enough: once a check has found
+// the topics a topic's writers read processed, nothing more is written to it (by
+// exactly-once, records written while processing commit with the offsets), so the
+// next check that finds it processed finds it final; a chain of n topics is final
+// after n such checks.
 //
 // It returns ctx's error, naming the topic still behind, if that does not happen
 // before ctx ends; a topic that does not exist yet counts as not processed.
@@ -57,7 +59,7 @@ func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...str
 	}
 	behind := topics[0]
 	err := withClient(ctx, c.addrs, func(client sarama.Client) error {
-		inARow := 0
+		clean := 0 // checks that found every topic processed
 		for {
 			var err error
 			behind, err = firstBehind(ctx, client, appID, topics)
@@ -65,13 +67,12 @@ func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...str
 				return err
 			}
 			if behind == "" {
-				inARow++
-				if inARow >= len(topics) {
+				clean++
+				if clean >= len(topics) {
 					return nil
 				}
 				continue
 			}
-			inARow = 0
 			if err := sleep(ctx, 50*time.Millisecond); err != nil {
 				return err
 			}
