@@ -15,22 +15,14 @@ import (
 
 // InputTopics returns the topics an application of topo with the given application ID
 // reads, the ones to pass to [Cluster.WaitProcessed]: the source topics of every
-// sub-topology and the repartition topics the application writes for itself.
+// sub-topology (a topic is the source of one sub-topology only) and the repartition
+// topics the application writes for itself.
 func InputTopics(topo *topology.Topology, appID string) []string {
 	var out []string
-	seen := map[string]bool{}
-	add := func(t string) {
-		if !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
 	for _, s := range topo.Subtopologies() {
-		for _, t := range s.SourceTopics {
-			add(t)
-		}
+		out = append(out, s.SourceTopics...)
 		for _, r := range s.Repartitions {
-			add(names.RepartitionTopic(appID, r))
+			out = append(out, names.RepartitionTopic(appID, r))
 		}
 	}
 	return out

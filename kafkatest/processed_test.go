@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/stream"
 )
 
 // commit commits offsets for group as a consumer that is no group member does.
@@ -209,5 +211,24 @@ func TestWaitProcessedLooksAgainDownstream(t *testing.T) {
 	commit(t, c, group, downstream, map[int32]int64{0: 1})
 	if err := waitBriefly(c, group, downstream, input); err != nil {
 		t.Errorf("all processed: %v", err)
+	}
+}
+
+// InputTopics lists the source topics and the repartition topics, each once.
+func TestInputTopics(t *testing.T) {
+	b := stream.NewBuilder()
+	lines := stream.From(b, serde.String(), serde.String(), []string{"lines", "more-lines"})
+	stream.GroupBy(lines, func(_, v string) string { return v }, serde.String(), serde.String(), stream.Named("by-line")).
+		Count(stream.Materialized("counts"))
+	stream.From(b, serde.String(), serde.String(), []string{"other"}).To("out", serde.String(), serde.String())
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := kafkatest.InputTopics(topo, "app")
+	slices.Sort(got)
+	want := []string{"app-by-line-repartition", "lines", "more-lines", "other"}
+	if !slices.Equal(got, want) {
+		t.Errorf("InputTopics: %v, want %v", got, want)
 	}
 }
