@@ -49,15 +49,15 @@ func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...str
 	if len(topics) == 0 {
 		return fmt.Errorf("kafkatest: wait until %q has processed its input: no topics given", appID)
 	}
-	behind := topics[0]
+	behind := "" // the topic the last check found behind
 	err := withClient(ctx, c.addrs, func(client sarama.Client) error {
 		clean := 0 // checks that found every topic processed
 		for {
-			var err error
-			behind, err = firstBehind(ctx, client, appID, topics)
+			b, err := firstBehind(ctx, client, appID, topics)
 			if err != nil {
 				return err
 			}
+			behind = b
 			if behind == "" {
 				clean++
 				if clean >= len(topics) {
@@ -70,7 +70,10 @@ func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...str
 			}
 		}
 	})
-	if ctx.Err() != nil && behind != "" {
+	if ctx.Err() != nil {
+		if behind == "" {
+			return fmt.Errorf("kafkatest: wait until %q has processed %v: no check finished: %w", appID, topics, ctx.Err())
+		}
 		return fmt.Errorf("kafkatest: %q has not processed all of %q: %w", appID, behind, ctx.Err())
 	}
 	if err != nil {

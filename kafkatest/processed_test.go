@@ -63,9 +63,13 @@ func commitOffsets(c *kafkatest.Cluster, group, topic string, offsets map[int32]
 	return nil
 }
 
-// waitBriefly runs WaitProcessed with a short deadline.
+// waitBriefly runs WaitProcessed with a short deadline: long enough for a few checks.
 func waitBriefly(c *kafkatest.Cluster, group string, topics ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	d := 500 * time.Millisecond
+	if c.Name() != kafkatest.EmbeddedName {
+		d = 3 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return c.WaitProcessed(ctx, group, topics...)
 }
@@ -74,64 +78,65 @@ func waitBriefly(c *kafkatest.Cluster, group string, topics ...string) error {
 // partition of every topic, and not before; transaction markers after the last record
 // do not count as unprocessed.
 func TestWaitProcessed(t *testing.T) {
-	c := kafkatest.Embedded(t)
-	ctx := t.Context()
-	plain, txn, group := c.Unique("plain"), c.Unique("txn"), c.Unique("app")
-	for _, topic := range []string{plain, txn} {
-		if err := c.CreateTopic(ctx, topic, 2, nil); err != nil {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx := t.Context()
+		plain, txn, group := c.Unique("plain"), c.Unique("txn"), c.Unique("app")
+		for _, topic := range []string{plain, txn} {
+			if err := c.CreateTopic(ctx, topic, 2, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.ProduceToPartition(ctx, plain, 0, msg(plain, 0, "a"), msg(plain, 0, "b"), msg(plain, 0, "c")); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := c.ProduceToPartition(ctx, plain, 0, msg(plain, 0, "a"), msg(plain, 0, "b"), msg(plain, 0, "c")); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ProduceToPartition(ctx, plain, 1, msg(plain, 1, "d")); err != nil {
-		t.Fatal(err)
-	}
-	// txn: partition 0 holds two records and a commit marker (offsets 0-2).
-	p := newTxnProducer(t, c, txnConfig(c.Unique("txn-id")))
-	if err := p.BeginTxn(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.send(ctx, msg(txn, 0, "x"), msg(txn, 0, "y")); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CommitTxn(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitStable(ctx, txn); err != nil {
-		t.Fatal(err)
-	}
+		if err := c.ProduceToPartition(ctx, plain, 1, msg(plain, 1, "d")); err != nil {
+			t.Fatal(err)
+		}
+		// txn: partition 0 holds two records and a commit marker (offsets 0-2).
+		p := newTxnProducer(t, c, txnConfig(c.Unique("txn-id")))
+		if err := p.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.send(ctx, msg(txn, 0, "x"), msg(txn, 0, "y")); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CommitTxn(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitStable(ctx, txn); err != nil {
+			t.Fatal(err)
+		}
 
-	if err := waitBriefly(c, group); err == nil || !strings.Contains(err.Error(), "no topics") {
-		t.Errorf("no topics: %v", err)
-	}
-	err := waitBriefly(c, group, plain)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), plain) {
-		t.Errorf("nothing committed: %v", err)
-	}
-	commit(t, c, group, plain, map[int32]int64{0: 3, 1: 0})
-	if err := waitBriefly(c, group, plain); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("partition 1 not committed: %v", err)
-	}
-	commit(t, c, group, plain, map[int32]int64{1: 1})
-	if err := waitBriefly(c, group, plain); err != nil {
-		t.Errorf("all committed: %v", err)
-	}
-	commit(t, c, group, txn, map[int32]int64{0: 1})
-	err = waitBriefly(c, group, txn, plain)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), txn) {
-		t.Errorf("txn behind by one record: %v", err)
-	}
-	// Offset 2 is the commit marker: the group, at 2, has processed every record.
-	commit(t, c, group, txn, map[int32]int64{0: 2})
-	if err := waitBriefly(c, group, txn, plain); err != nil {
-		t.Errorf("only a marker left: %v", err)
-	}
-	missing := c.Unique("missing")
-	if err := waitBriefly(c, group, plain, missing); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), missing) {
-		t.Errorf("missing topic: %v", err)
-	}
+		if err := waitBriefly(c, group); err == nil || !strings.Contains(err.Error(), "no topics") {
+			t.Errorf("no topics: %v", err)
+		}
+		err := waitBriefly(c, group, plain)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), plain) {
+			t.Errorf("nothing committed: %v", err)
+		}
+		commit(t, c, group, plain, map[int32]int64{0: 3, 1: 0})
+		if err := waitBriefly(c, group, plain); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("partition 1 not committed: %v", err)
+		}
+		commit(t, c, group, plain, map[int32]int64{1: 1})
+		if err := waitBriefly(c, group, plain); err != nil {
+			t.Errorf("all committed: %v", err)
+		}
+		commit(t, c, group, txn, map[int32]int64{0: 1})
+		err = waitBriefly(c, group, txn, plain)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), txn) {
+			t.Errorf("txn behind by one record: %v", err)
+		}
+		// Offset 2 is the commit marker: the group, at 2, has processed every record.
+		commit(t, c, group, txn, map[int32]int64{0: 2})
+		if err := waitBriefly(c, group, txn, plain); err != nil {
+			t.Errorf("only a marker left: %v", err)
+		}
+		missing := c.Unique("missing")
+		if err := waitBriefly(c, group, plain, missing); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), missing) {
+			t.Errorf("missing topic: %v", err)
+		}
+	})
 }
 
 // fetchesTopic reports whether an OffsetFetch request of group asks for topic.
