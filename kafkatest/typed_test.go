@@ -1,7 +1,9 @@
 package kafkatest_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +92,26 @@ func TestReadTypedBadRecord(t *testing.T) {
 			t.Errorf("unserializable value: %v", err)
 		}
 	})
+}
+
+// A produce cut short by its context returns the context's error (and does not crash:
+// closing the producer while it still sends panicked in sarama).
+func TestProduceCancelled(t *testing.T) {
+	c := kafkatest.Embedded(t)
+	topic := c.Unique("cancelled")
+	if err := c.CreateTopic(t.Context(), topic, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i%6)*time.Millisecond)
+		msgs := make([]*sarama.ProducerMessage, 2000)
+		for j := range msgs {
+			msgs[j] = &sarama.ProducerMessage{Key: sarama.StringEncoder(fmt.Sprint(j)), Value: sarama.StringEncoder("v")}
+		}
+		err := c.Produce(ctx, topic, msgs...)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
 }
