@@ -98,12 +98,18 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	defer stopWaiting(nil)
 	waitCtx, cancel := context.WithTimeout(waitCtx, o.timeout)
 	defer cancel()
-	appDone := make(chan error, 1)
+	var runErr error
+	appDone := make(chan struct{})
 	go func() {
-		err := app.Run(appCtx)
-		stopWaiting(fmt.Errorf("the application stopped: %w", err))
-		appDone <- err
+		defer close(appDone)
+		runErr = app.Run(appCtx)
+		if runErr != nil {
+			stopWaiting(fmt.Errorf("the application stopped: %w", runErr))
+		} else {
+			stopWaiting(errors.New("the application stopped"))
+		}
 	}()
+	defer func() { stopApp(); <-appDone }() // before the broker closes
 
 	inputs := kafkatest.InputTopics(topo, appID)
 	for i, step := range sampleInput {
@@ -119,8 +125,9 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		return stopped(waitCtx, err)
 	}
 	stopApp()
-	if err := <-appDone; err != nil {
-		return err
+	<-appDone
+	if runErr != nil {
+		return runErr
 	}
 	return report(ctx, c, totals, stdout)
 }

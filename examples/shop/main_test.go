@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,9 @@ func TestSampleOnTheEmbeddedBroker(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	if err := run(context.Background(), options{partitions: 0}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "-partitions") {
 		t.Errorf("partitions 0: %v", err)
+	}
+	if err := run(context.Background(), options{partitions: 1, timeout: time.Millisecond}, &bytes.Buffer{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("-timeout 1ms: %v", err)
 	}
 }
 
