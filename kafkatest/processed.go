@@ -43,8 +43,8 @@ func InputTopics(topo *topology.Topology, appID string) []string {
 // next check that finds it processed finds it final; a chain of n topics is final
 // after n such checks.
 //
-// It returns ctx's error, naming the topic still behind, if that does not happen
-// before ctx ends; a topic that does not exist yet counts as not processed.
+// It returns ctx's error, naming the topic the last check found behind, if that does
+// not happen before ctx ends; a topic that does not exist yet counts as not processed.
 func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...string) error {
 	if len(topics) == 0 {
 		return fmt.Errorf("kafkatest: wait until %q has processed its input: no topics given", appID)
@@ -72,7 +72,7 @@ func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...str
 	})
 	if ctx.Err() != nil {
 		if behind == "" {
-			return fmt.Errorf("kafkatest: wait until %q has processed %v: no check finished: %w", appID, topics, ctx.Err())
+			return fmt.Errorf("kafkatest: wait until %q has processed %v: %w", appID, topics, ctx.Err())
 		}
 		return fmt.Errorf("kafkatest: %q has not processed all of %q: %w", appID, behind, ctx.Err())
 	}
