@@ -26,6 +26,14 @@
 // offset), end offsets under either isolation level, a group's committed
 // offsets, and a wait for "no transaction open on this topic".
 //
+// # Testing an application
+//
+// [ProduceTyped] and [ReadCommittedTyped] write and read typed records with eddy's
+// serdes. [Cluster.WaitProcessed] waits until an application has processed and
+// committed everything written to the topics it reads ([InputTopics] lists them,
+// repartition topics included): produce the input, wait, stop the application, then
+// read its output. examples/shop in the repository does exactly that.
+//
 // # sarama configuration
 //
 // [NewSaramaConfig] returns the sarama configuration these helpers use; its

@@ -10,6 +10,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
 )
 
 // An embedded broker, outside a test: create a topic, produce, and read
@@ -72,4 +74,35 @@ func ExampleForEachCluster() {
 			_ = got // compare with the expected output
 		})
 	}
+}
+
+// Typed records in and out, with eddy's serdes.
+func ExampleProduceTyped() {
+	b, err := kafkatest.NewBroker()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := b.Cluster()
+	if err := c.CreateTopic(ctx, "prices", 1, nil); err != nil {
+		log.Fatal(err)
+	}
+	err = kafkatest.ProduceTyped(ctx, c, "prices", serde.String(), serde.Int64(),
+		processor.Record[string, int64]{Key: "apple", Value: 120},
+		processor.Record[string, int64]{Key: "bread", Value: 250})
+	if err != nil {
+		log.Fatal(err)
+	}
+	recs, err := kafkatest.ReadCommittedTyped(ctx, c, "prices", serde.String(), serde.Int64())
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range recs {
+		fmt.Printf("%d/%d %s=%d\n", r.Partition, r.Offset, r.Key, r.Value)
+	}
+	// Output:
+	// 0/0 apple=120
+	// 0/1 bread=250
 }

@@ -326,19 +326,39 @@ func produce(ctx context.Context, addrs []string, topic string, partition int32,
 			m.Partition = partition
 		}
 	}
-	p, err := sarama.NewSyncProducer(addrs, cfg)
+	// An AsyncProducer fed and drained by this goroutine alone: when ctx ends, nothing
+	// else still sends to it, so it can be closed (closing a SyncProducer while its
+	// SendMessages still feeds it panics in sarama: send on closed channel).
+	p, err := sarama.NewAsyncProducer(addrs, cfg)
 	if err != nil {
 		return fmt.Errorf("kafkatest: produce to %q: connecting to %v: %w", topic, addrs, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- p.SendMessages(msgs) }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
+	var errs []error
+	pending, answered := msgs, 0
+	for answered < len(msgs) && err == nil {
+		var in chan<- *sarama.ProducerMessage // nil, so never ready, once all are sent
+		var next *sarama.ProducerMessage
+		if len(pending) > 0 {
+			in, next = p.Input(), pending[0]
+		}
+		select {
+		case in <- next:
+			pending = pending[1:]
+		case <-p.Successes():
+			answered++
+		case perr := <-p.Errors():
+			errs = append(errs, perr)
+			answered++
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
-	if cerr := p.Close(); cerr != nil && err == nil {
-		err = cerr
+	// Close waits for the messages in flight and returns the errors not read yet.
+	if cerr := p.Close(); cerr != nil {
+		errs = append(errs, cerr)
+	}
+	if err == nil {
+		err = errors.Join(errs...)
 	}
 	if err != nil {
 		return fmt.Errorf("kafkatest: produce %d records to %q on %v: %w", len(msgs), topic, addrs, err)

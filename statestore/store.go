@@ -7,7 +7,9 @@ import (
 
 // KeyValueStore is a typed key-value store owned by one task. Keys are kept as
 // serialized bytes, so Range and Prefix follow the byte order of the key serde (see
-// serde.OrderPreserving). Iterators must be closed, and should be short-lived.
+// serde.OrderPreserving). Iterators must be closed, and should be short-lived; the
+// functions All, Range and Prefix give them as sequences for range loops, closed when
+// the loop ends.
 type KeyValueStore[K, V any] interface {
 	// Name is the store's name in the topology.
 	Name() string

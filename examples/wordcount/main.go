@@ -39,9 +39,8 @@ import (
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/examples/wordcount/dsl"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
-	"github.com/eddy-streams/eddy/internal/kread"
-	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/serde"
 )
 
 const appID = "streams-wordcount"
@@ -169,14 +168,14 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	logger.Info("input written", "lines", n)
 	waitCtx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if err := waitProcessed(waitCtx, brokers, appDone); err != nil {
+	if err := waitProcessed(waitCtx, cluster, kafkatest.InputTopics(topo, appID), appDone); err != nil {
 		return err
 	}
 	stopApp()
 	if err := <-appDone; err != nil {
 		return err
 	}
-	counts, err := readCounts(ctx, brokers)
+	counts, err := readCounts(ctx, cluster)
 	if err != nil {
 		return err
 	}
@@ -239,110 +238,35 @@ func produceLines(ctx context.Context, c *kafkatest.Cluster, r io.Reader) (int, 
 	return n, flush()
 }
 
-// waitProcessed waits until the application has committed every input line and every
-// record of the repartition topic.
-func waitProcessed(ctx context.Context, brokers []string, appDone <-chan error) error {
-	client, err := sarama.NewClient(brokers, kafkatest.NewSaramaConfig())
-	if err != nil {
+// waitProcessed waits until the application has committed every record of the topics
+// it reads (the input and the repartition topic), or has stopped.
+func waitProcessed(ctx context.Context, c *kafkatest.Cluster, topics []string, appDone <-chan error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- c.WaitProcessed(ctx, appID, topics...) }()
+	select {
+	case err := <-waited:
 		return err
-	}
-	defer client.Close()
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
+	case err := <-appDone:
+		cancel()
+		<-waited
+		if err == nil {
+			err = errors.New("the application stopped")
+		}
 		return err
-	}
-	repartition := names.RepartitionTopic(appID, "words")
-	caughtUp := func(topic string) (bool, error) {
-		parts, err := client.Partitions(topic)
-		if err != nil {
-			return false, nil // not created yet
-		}
-		resp, err := admin.ListConsumerGroupOffsets(appID, map[string][]int32{topic: parts})
-		if err != nil {
-			return false, nil
-		}
-		for _, p := range parts {
-			end, err := kread.ListOffset(client, topic, p, sarama.OffsetNewest)
-			if err != nil {
-				return false, err
-			}
-			from := int64(0)
-			if b := resp.GetBlock(topic, p); b != nil && b.Offset >= 0 {
-				from = b.Offset
-			}
-			// The committed offset is the one after the last record processed;
-			// transaction markers may follow it. Caught up means no committed record
-			// is left between it and the end.
-			left := 0
-			err = kread.ReadRange(ctx, client, topic, p, from, end, func(kread.Record) error {
-				left++
-				return nil
-			})
-			if err != nil {
-				return false, err
-			}
-			if left > 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	}
-	for {
-		in, err := caughtUp(wordcount.InputTopic)
-		if err != nil {
-			return err
-		}
-		if in {
-			// The input is committed, so sub-topology 0 writes no more: the repartition
-			// topic's end is final.
-			rep, err := caughtUp(repartition)
-			if err != nil {
-				return err
-			}
-			if rep {
-				return nil
-			}
-		}
-		select {
-		case err := <-appDone:
-			if err == nil {
-				err = errors.New("the application stopped")
-			}
-			return err
-		case <-ctx.Done():
-			return fmt.Errorf("input not processed in time: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }
 
 // readCounts reads the output topic with read_committed: the last count per word.
-func readCounts(ctx context.Context, brokers []string) (map[string]int64, error) {
-	client, err := sarama.NewClient(brokers, kafkatest.NewSaramaConfig())
-	if err != nil {
-		return nil, err
-	}
-	defer client.Close()
-	parts, err := client.Partitions(wordcount.OutputTopic)
+func readCounts(ctx context.Context, c *kafkatest.Cluster) (map[string]int64, error) {
+	recs, err := kafkatest.ReadCommittedTyped(ctx, c, wordcount.OutputTopic, serde.String(), serde.Int64())
 	if err != nil {
 		return nil, err
 	}
 	counts := map[string]int64{}
-	for _, p := range parts {
-		start, end, err := kread.EndOffsets(client, wordcount.OutputTopic, p)
-		if err != nil {
-			return nil, err
-		}
-		err = kread.ReadRange(ctx, client, wordcount.OutputTopic, p, start, end, func(r kread.Record) error {
-			if len(r.Value) != 8 {
-				return fmt.Errorf("%s/%d offset %d: value of %d bytes is not an Int64", wordcount.OutputTopic, p, r.Offset, len(r.Value))
-			}
-			counts[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
+	for _, r := range recs {
+		counts[r.Key] = r.Value
 	}
 	return counts, nil
 }
