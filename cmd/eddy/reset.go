@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/flock"
+	"github.com/eddy-streams/eddy/internal/kread"
 	"io"
 	"log/slog"
 	"os"
@@ -589,46 +590,7 @@ func (k *kafka) fetchOffsets(group string) (out map[string]map[int32]int64, retr
 // milliseconds, sarama.OffsetOldest or sarama.OffsetNewest. For a time after the last
 // record it returns -1.
 func (k *kafka) listOffset(ctx context.Context, topic string, p int32, at int64) (int64, error) {
-	var lastErr error
-	for attempt := range 10 {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return 0, fmt.Errorf("%w (last error: %w)", ctx.Err(), lastErr)
-			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-			}
-			_ = k.client.RefreshMetadata(topic)
-		}
-		broker, err := k.client.Leader(topic, p)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		req := sarama.NewOffsetRequest(k.client.Config().Version)
-		req.IsolationLevel = sarama.ReadCommitted
-		req.AddBlock(topic, p, at, 1)
-		resp, err := broker.GetAvailableOffsets(req)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		b := resp.GetBlock(topic, p)
-		switch {
-		case b == nil:
-			lastErr = sarama.ErrIncompleteResponse
-			continue
-		case !errors.Is(b.Err, sarama.ErrNoError):
-			lastErr = b.Err
-			continue
-		case req.Version >= 1:
-			return b.Offset, nil
-		case len(b.Offsets) > 0:
-			return b.Offsets[0], nil
-		default:
-			return -1, nil
-		}
-	}
-	return 0, lastErr
+	return kread.ListOffsetAt(ctx, k.client, topic, p, at, sarama.ReadCommitted)
 }
 
 // commitOffsets commits the new offsets for the group as an admin does: generation -1

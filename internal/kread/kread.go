@@ -39,20 +39,29 @@ func EndOffsets(client sarama.Client, topic string, partition int32) (start, end
 // ListOffset runs ListOffsets with read_committed isolation for one partition: with
 // sarama.OffsetNewest it returns the last stable offset.
 func ListOffset(client sarama.Client, topic string, partition int32, at int64) (int64, error) {
-	return listOffset(client, topic, partition, at, sarama.ReadCommitted)
+	return ListOffsetAt(context.Background(), client, topic, partition, at, sarama.ReadCommitted)
 }
 
 // HighWaterMark returns a partition's high-water mark: the end offset with
 // read_uncommitted isolation, past every record and transaction marker written so far.
 func HighWaterMark(client sarama.Client, topic string, partition int32) (int64, error) {
-	return listOffset(client, topic, partition, sarama.OffsetNewest, sarama.ReadUncommitted)
+	return ListOffsetAt(context.Background(), client, topic, partition, sarama.OffsetNewest, sarama.ReadUncommitted)
 }
 
-func listOffset(client sarama.Client, topic string, partition int32, at int64, isolation sarama.IsolationLevel) (int64, error) {
+// ListOffsetAt runs ListOffsets for one partition at the partition's leader, retrying
+// (with fresh metadata, up to 10 times, until ctx ends) on errors such as a leader that
+// moved: at is sarama.OffsetOldest, sarama.OffsetNewest or a time in Unix milliseconds,
+// for which it returns the first offset at or after that time, or -1 when every record
+// is older.
+func ListOffsetAt(ctx context.Context, client sarama.Client, topic string, partition int32, at int64, isolation sarama.IsolationLevel) (int64, error) {
 	var lastErr error
 	for attempt := 0; attempt < 10; attempt++ {
 		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return 0, fmt.Errorf("list offsets of %s/%d: %w (last error: %w)", topic, partition, ctx.Err(), lastErr)
+			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+			}
 			_ = client.RefreshMetadata(topic)
 		}
 		broker, err := client.Leader(topic, partition)
@@ -69,21 +78,20 @@ func listOffset(client sarama.Client, topic string, partition int32, at int64, i
 			continue
 		}
 		block := resp.GetBlock(topic, partition)
-		if block == nil {
+		switch {
+		case block == nil:
 			lastErr = sarama.ErrIncompleteResponse
 			continue
-		}
-		if !errors.Is(block.Err, sarama.ErrNoError) {
+		case !errors.Is(block.Err, sarama.ErrNoError):
 			lastErr = block.Err
 			continue
-		}
-		if block.Offset >= 0 {
+		case req.Version >= 1:
 			return block.Offset, nil
-		}
-		if len(block.Offsets) > 0 {
+		case len(block.Offsets) > 0:
 			return block.Offsets[0], nil
+		default:
+			return -1, nil
 		}
-		lastErr = sarama.ErrIncompleteResponse
 	}
 	return 0, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, lastErr)
 }
