@@ -356,6 +356,9 @@ func (t *taskRunner) abandon() {
 	if t.set != nil {
 		t.set.Discard()
 	}
+	// Records of the dropped transaction may be in the changelogs (at-least-once
+	// writes them without a transaction): the next session restores.
+	t.storesCurrent = false
 	if t.producer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if t.producer.Transactional() {
