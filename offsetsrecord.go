@@ -53,12 +53,9 @@ func decodeOffset(v []byte) (offset int64, id sarama.Uuid, err error) {
 // answer, or a broker too old to give IDs, has none. Errors are the caller's to log:
 // without IDs the task still refuses a floor above a partition's end (see readFloors).
 func (rt *runtime) topicIDs(topics []string) (map[string]sarama.Uuid, error) {
-	broker := rt.client.LeastLoadedBroker()
+	broker := rt.client.LeastLoadedBroker() // opened by sarama
 	if broker == nil {
 		return nil, errors.New("no broker to ask for topic IDs")
-	}
-	if err := broker.Open(rt.client.Config()); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
-		return nil, err
 	}
 	resp, err := broker.GetMetadata(sarama.NewMetadataRequest(rt.sc.Version, topics))
 	if err != nil {
