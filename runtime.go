@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/flock"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/metrics"
@@ -240,7 +241,7 @@ func (rt *runtime) run(parent context.Context) error {
 	}()
 	h := &groupHandler{rt: rt}
 	rt.logger.Info("starting", "guarantee", rt.cfg.Guarantee.String(), "topics", rt.topics, "state_dir", rt.appDir)
-	backoff := 100 * time.Millisecond
+	var rejoin backoff.Backoff
 	for ctx.Err() == nil {
 		err := group.Consume(ctx, rt.topics, h)
 		if ctx.Err() != nil {
@@ -250,15 +251,12 @@ func (rt *runtime) run(parent context.Context) error {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				break
 			}
-			rt.logger.Warn("consumer group session ended; rejoining", "error", err, "backoff", backoff)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
+			delay := rejoin.Next()
+			rt.logger.Warn("consumer group session ended; rejoining", "error", err, "backoff", delay)
+			_ = backoff.Sleep(ctx, delay)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		rejoin.Reset()
 	}
 	rt.stopping.Store(true)
 	rt.logger.Info("stopping: leaving the group")

@@ -15,6 +15,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/metrics"
@@ -447,6 +448,7 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 // retries within task.timeout.ms; only a fatal one (authorization, an unsupported
 // version) is returned, and stops the application.
 func (t *taskRunner) prepare(ctx context.Context) error {
+	b := backoff.Backoff{Max: maxRecoverDelay}
 	for attempt := 1; ; attempt++ {
 		err := t.prepareOnce(ctx)
 		if err == nil || ctx.Err() != nil {
@@ -455,12 +457,10 @@ func (t *taskRunner) prepare(ctx context.Context) error {
 		if class := txproducer.Classify(err, 0); class == txproducer.Fatal || class == txproducer.Fenced {
 			return fmt.Errorf("task %s: preparing the task failed with a %s error, not retried: %w", t.id, class, err)
 		}
-		delay := min(100*time.Millisecond<<min(attempt-1, 6), maxRecoverDelay)
+		delay := b.Next()
 		t.logger.Warn("preparing the task failed; retrying", "error", err, "attempt", attempt, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
+		if err := backoff.Sleep(ctx, delay); err != nil {
+			return err
 		}
 	}
 }
@@ -661,6 +661,7 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 	if t.failingSince.IsZero() {
 		t.failingSince = time.Now()
 	}
+	b := backoff.Backoff{Max: maxRecoverDelay}
 	for attempt := 1; ; attempt++ {
 		if !errors.As(cause, &pe) || pe.Class == txproducer.Fenced || pe.Class == txproducer.Fatal {
 			return cause
@@ -676,14 +677,11 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 		opCtx, cancel := t.opContext()
 		err := t.rollback(opCtx, pe.Class)
 		cancel()
-		delay := min(100*time.Millisecond<<min(attempt-1, 6), maxRecoverDelay)
-		select {
-		case <-ctx.Done():
+		if b.Wait(ctx) != nil {
 			if err != nil {
 				return err
 			}
 			return cause
-		case <-time.After(delay):
 		}
 		if err != nil {
 			cause = err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/statestore"
 )
@@ -94,17 +95,14 @@ func (r *Restorer) awaitMarkers(ctx context.Context, logger *slog.Logger, topic 
 		wait = defaultMarkersWait
 	}
 	deadline := time.Now().Add(wait)
-	delay := 10 * time.Millisecond
+	b := backoff.Backoff{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond}
 	for end < cp {
 		if time.Now().After(deadline) {
 			return end, fmt.Errorf("%w: checkpoint %d, last stable offset %d, high-water mark %d of %s/%d after %v", ErrMarkersPending, cp, end, hwm, topic, partition, wait)
 		}
-		select {
-		case <-ctx.Done():
-			return end, ctx.Err()
-		case <-time.After(delay):
+		if err := b.Wait(ctx); err != nil {
+			return end, err
 		}
-		delay = min(2*delay, 500*time.Millisecond)
 		if end, err = kread.ListOffset(r.Client, topic, partition, sarama.OffsetNewest); err != nil {
 			return end, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/flock"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"io"
@@ -599,7 +600,8 @@ func (k *kafka) commitOffsets(ctx context.Context, group string, changes []offse
 	if len(changes) == 0 {
 		return nil
 	}
-	for attempt := 0; ; attempt++ {
+	b := backoff.Backoff{Max: time.Second}
+	for {
 		req := sarama.NewOffsetCommitRequest(k.client.Config(), group)
 		for _, c := range changes {
 			// Leader epoch -1: unknown, so no consumer checks the offset against it.
@@ -612,10 +614,8 @@ func (k *kafka) commitOffsets(ctx context.Context, group string, changes []offse
 		if retry == nil {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("reset: commit the new offsets of group %q: %w (last answer: %w)", group, ctx.Err(), retry)
-		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
+		if err := b.Wait(ctx); err != nil {
+			return fmt.Errorf("reset: commit the new offsets of group %q: %w (last answer: %w)", group, err, retry)
 		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/backoff"
 )
 
 // Record is a committed data record.
@@ -55,12 +57,11 @@ func HighWaterMark(client sarama.Client, topic string, partition int32) (int64, 
 // is older.
 func ListOffsetAt(ctx context.Context, client sarama.Client, topic string, partition int32, at int64, isolation sarama.IsolationLevel) (int64, error) {
 	var lastErr error
+	b := backoff.Backoff{Max: time.Second}
 	for attempt := 0; attempt < 10; attempt++ {
 		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return 0, fmt.Errorf("list offsets of %s/%d: %w (last error: %w)", topic, partition, ctx.Err(), lastErr)
-			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+			if err := b.Wait(ctx); err != nil {
+				return 0, fmt.Errorf("list offsets of %s/%d: %w (last error: %w)", topic, partition, err, lastErr)
 			}
 			_ = client.RefreshMetadata(topic)
 		}
@@ -101,9 +102,10 @@ func ListOffsetAt(ctx context.Context, client sarama.Client, topic string, parti
 // error wrapping sarama.ErrOffsetOutOfRange means next is below the log start.
 func Fetch(client sarama.Client, topic string, partition int32, next, end int64, maxBytes int32) ([]Record, int64, error) {
 	var lastErr error
+	b := backoff.Backoff{Max: time.Second}
 	for attempt := 0; attempt < 10; attempt++ {
 		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+			_ = b.Wait(context.Background())
 			_ = client.RefreshMetadata(topic)
 		}
 		broker, err := client.Leader(topic, partition)
