@@ -53,10 +53,36 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 		return fmt.Errorf("%w: %s; eddy does not create user topics", ErrMissingTopic, strings.Join(missing, "; "))
 	}
 
+	specs, err := planInternalTopics(rt.app.topo, appID, counts)
+	if err != nil {
+		return err
+	}
+	if err := rt.ensureInternal(ctx, specs); err != nil {
+		return err
+	}
+	rt.partsMu.Lock()
+	for t, n := range counts {
+		rt.partitions[t] = n
+	}
+	for _, s := range specs {
+		rt.partitions[s.Name] = s.Partitions
+	}
+	rt.partsMu.Unlock()
+	return nil
+}
+
+// planInternalTopics checks the partition counts of a topology's user topics (counts,
+// as the cluster has them) and plans its internal topics, sorted by name: a changelog
+// per logged store and the offsets record's topic per sub-topology, one partition per
+// task; repartition topics sized as Kafka Streams sizes them (WithPartitions, else the
+// count of the sub-topology that reads them beside user topics, else that of the one
+// that writes them). It does no I/O.
+func planInternalTopics(topo *topology.Topology, appID string, counts map[string]int32) ([]changelog.TopicSpec, error) {
+	g := topo.Graph()
 	// Topics joined by key (the DSL declares them) must be co-partitioned; the error
 	// names both topics. Internal topics of a group are sized below, so only the user
 	// topics are compared here.
-	err = rt.app.topo.CheckCopartitioning(func(topic string) (int32, error) {
+	err := topo.CheckCopartitioning(func(topic string) (int32, error) {
 		if n, ok := counts[topic]; ok {
 			return n, nil
 		}
@@ -65,13 +91,13 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range joined.Unwrap() {
 			if errors.Is(e, topology.ErrNotCopartitioned) {
-				return fmt.Errorf("%w: %w", ErrPartitionMismatch, e)
+				return nil, fmt.Errorf("%w: %w", ErrPartitionMismatch, e)
 			}
 		}
 	}
 	// Task counts from user source topics.
 	tasks := map[int]int32{}
-	for _, s := range rt.g.Subtopologies {
+	for _, s := range g.Subtopologies {
 		var first string
 		for _, t := range s.SourceTopics {
 			if first == "" {
@@ -79,7 +105,7 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 				continue
 			}
 			if counts[t] != tasks[s.ID] {
-				return fmt.Errorf("%w: sub-topology %d reads %q (%d partitions) and %q (%d partitions); its source topics must be co-partitioned",
+				return nil, fmt.Errorf("%w: sub-topology %d reads %q (%d partitions) and %q (%d partitions); its source topics must be co-partitioned",
 					ErrPartitionMismatch, s.ID, first, tasks[s.ID], t, counts[t])
 			}
 		}
@@ -88,7 +114,7 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 	// them alongside user topics, else that of the sub-topology writing them.
 	repParts := map[string]int32{}
 	writer := map[string]*graph.Subtopology{}
-	for _, s := range rt.g.Subtopologies {
+	for _, s := range g.Subtopologies {
 		for _, n := range s.Nodes {
 			if n.Kind == graph.Sink && n.Internal {
 				writer[n.Topics[0]] = s
@@ -98,8 +124,8 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 			}
 		}
 	}
-	for range len(rt.g.Subtopologies) + 1 {
-		for _, s := range rt.g.Subtopologies {
+	for range len(g.Subtopologies) + 1 {
+		for _, s := range g.Subtopologies {
 			for _, r := range s.RepartitionSources {
 				if _, ok := repParts[r]; !ok {
 					if n, ok := tasks[s.ID]; ok && len(s.SourceTopics) > 0 {
@@ -114,7 +140,7 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 					if cur, ok := tasks[s.ID]; !ok {
 						tasks[s.ID] = n
 					} else if cur != n {
-						return fmt.Errorf("%w: sub-topology %d reads repartition topic %q with %d partitions but its other sources have %d",
+						return nil, fmt.Errorf("%w: sub-topology %d reads repartition topic %q with %d partitions but its other sources have %d",
 							ErrPartitionMismatch, s.ID, changelog.RepartitionTopicName(appID, r), n, cur)
 					}
 				}
@@ -122,10 +148,10 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 		}
 	}
 	var specs []changelog.TopicSpec
-	for _, s := range rt.g.Subtopologies {
+	for _, s := range g.Subtopologies {
 		n, ok := tasks[s.ID]
 		if !ok {
-			return fmt.Errorf("eddy: cannot tell the partition count of sub-topology %d: give its repartition topics WithPartitions", s.ID)
+			return nil, fmt.Errorf("eddy: cannot tell the partition count of sub-topology %d: give its repartition topics WithPartitions", s.ID)
 		}
 		for _, st := range s.Stores {
 			if st.Logged {
@@ -139,18 +165,7 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 		specs = append(specs, changelog.RepartitionSpec(appID, r, n))
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
-	if err := rt.ensureInternal(ctx, specs); err != nil {
-		return err
-	}
-	rt.partsMu.Lock()
-	for t, n := range counts {
-		rt.partitions[t] = n
-	}
-	for _, s := range specs {
-		rt.partitions[s.Name] = s.Partitions
-	}
-	rt.partsMu.Unlock()
-	return nil
+	return specs, nil
 }
 
 func keys[V any](m map[string]V) []string {

@@ -1,0 +1,112 @@
+package eddy
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/topology"
+)
+
+// rekeyTopology: "in" → re-key → repartition "rekeyed" (partitions: 0 = default) →
+// count (store "counts") → "out"; with join, the counting sub-topology also reads the
+// user topic "side".
+func rekeyTopology(t *testing.T, partitions int32, join bool) *topology.Topology {
+	t.Helper()
+	b := topology.NewBuilder()
+	topology.AddSource(b, "in", serde.String(), serde.String(), "in")
+	r := topology.AddRepartition(b, "rekeyed", serde.String(), serde.String(), "in")
+	if partitions != 0 {
+		r.WithPartitions(partitions)
+	}
+	parents := []string{"rekeyed"}
+	if join {
+		topology.AddSource(b, "side", serde.String(), serde.String(), "side")
+		parents = append(parents, "side")
+	}
+	topology.AddProcessor(b, "count", processor.MapValues[string](func(v string) (string, error) { return v, nil }), parents...)
+	topology.AddKeyValueStore(b, "counts", serde.String(), serde.String(), "count")
+	topology.AddSink(b, "out", "out", serde.String(), serde.String(), "count")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func specCounts(t *testing.T, topo *topology.Topology, counts map[string]int32) (map[string]int32, error) {
+	t.Helper()
+	specs, err := planInternalTopics(topo, "app", counts)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int32{}
+	var names []string
+	for _, s := range specs {
+		out[s.Name] = s.Partitions
+		names = append(names, s.Name)
+	}
+	if !slices.IsSorted(names) {
+		t.Errorf("specs not sorted by name: %v", names)
+	}
+	return out, nil
+}
+
+// Internal topics are sized as Kafka Streams sizes them, with no broker: changelogs and
+// the offsets record one partition per task; a repartition topic by WithPartitions, else
+// by the other sources of the sub-topology that reads it, else by the writer's tasks.
+func TestPlanInternalTopics(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		partitions int32
+		join       bool
+		counts     map[string]int32
+		want       map[string]int32
+		wantErr    string
+	}{
+		{name: "sized by the writer", counts: map[string]int32{"in": 6, "out": 1},
+			want: map[string]int32{"app-rekeyed-repartition": 6, "app-counts-changelog": 6, "app-eddy-offsets-0-changelog": 6, "app-eddy-offsets-1-changelog": 6}},
+		{name: "WithPartitions", partitions: 3, counts: map[string]int32{"in": 6, "out": 1},
+			want: map[string]int32{"app-rekeyed-repartition": 3, "app-counts-changelog": 3, "app-eddy-offsets-0-changelog": 6, "app-eddy-offsets-1-changelog": 3}},
+		{name: "sized by the reader's user source", join: true, counts: map[string]int32{"in": 6, "side": 2, "out": 1},
+			want: map[string]int32{"app-rekeyed-repartition": 2, "app-counts-changelog": 2, "app-eddy-offsets-0-changelog": 6, "app-eddy-offsets-1-changelog": 2}},
+		{name: "WithPartitions against the reader's user source", partitions: 3, join: true, counts: map[string]int32{"in": 6, "side": 2, "out": 1},
+			wantErr: "reads repartition topic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := specCounts(t, rekeyTopology(t, tc.partitions, tc.join), tc.counts)
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrPartitionMismatch) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v; want ErrPartitionMismatch mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("planned %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// User source topics of one sub-topology must be co-partitioned.
+func TestPlanInternalTopicsRefusesUnequalSources(t *testing.T) {
+	b := topology.NewBuilder()
+	topology.AddSource(b, "a", serde.String(), serde.String(), "a")
+	topology.AddSource(b, "b", serde.String(), serde.String(), "b")
+	topology.AddSink(b, "out", "out", serde.String(), serde.String(), "a", "b")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = planInternalTopics(topo, "app", map[string]int32{"a": 4, "b": 2, "out": 1})
+	if !errors.Is(err, ErrPartitionMismatch) || !strings.Contains(err.Error(), `"a" (4 partitions)`) {
+		t.Fatalf("err = %v; want ErrPartitionMismatch naming a and its count", err)
+	}
+}
