@@ -25,7 +25,6 @@ import (
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/processor"
-	"github.com/eddy-streams/eddy/txproducer"
 )
 
 // runtime is one running instance of an App: its Kafka clients, its consumer group and
@@ -375,18 +374,18 @@ func (rt *runtime) partitionCount(topic string) (int32, error) {
 // revived.
 func (rt *runtime) checkOwnership(ctx context.Context, sess sarama.ConsumerGroupSession, t *taskRunner) error {
 	notOurs := func(why string) error {
-		return &txproducer.Error{Op: "check ownership", Class: txproducer.Fenced, Err: fmt.Errorf("task %s: %s", t.id, why)}
+		return &taskError{task: t.id, op: "check ownership", rec: taskMigrated, err: errors.New(why)}
 	}
 	if sess == nil || sess.Context().Err() != nil {
 		return notOurs("the group session ended")
 	}
 	groups, err := rt.admin.DescribeConsumerGroups([]string{rt.cfg.ApplicationID})
 	if err != nil || len(groups) != 1 {
-		return &txproducer.Error{Op: "check ownership", Class: txproducer.Indefinite, Err: fmt.Errorf("describe group: %w", err)}
+		return &taskError{task: t.id, op: "check ownership", rec: settleTxn, err: fmt.Errorf("describe group: %w", err)}
 	}
 	g := groups[0]
 	if !errors.Is(g.Err, sarama.ErrNoError) {
-		return &txproducer.Error{Op: "check ownership", Class: txproducer.Indefinite, Err: fmt.Errorf("describe group: %w", g.Err)}
+		return &taskError{task: t.id, op: "check ownership", rec: settleTxn, err: fmt.Errorf("describe group: %w", g.Err)}
 	}
 	if g.State != "Stable" {
 		return notOurs(fmt.Sprintf("the group is %s", g.State))
@@ -513,9 +512,6 @@ func (h *groupHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
 	h.wg.Wait()
 	return nil
 }
-
-// isFenced reports whether err means another instance owns the task now.
-func isFenced(err error) bool { return errors.Is(err, txproducer.ErrFenced) }
 
 // snapshot reports states and levels to the metrics at scrape time.
 func (rt *runtime) snapshot() metrics.Snapshot {

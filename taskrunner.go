@@ -325,11 +325,10 @@ func (t *taskRunner) run(sess sarama.ConsumerGroupSession) {
 	}
 	t.sess = sess
 	err := t.runSession(sess.Context())
-	var pe *txproducer.Error
 	switch {
 	case err == nil:
 		return
-	case sess.Context().Err() != nil && errors.As(err, &pe) && pe.Class != txproducer.Fenced && pe.Class != txproducer.Fatal:
+	case sess.Context().Err() != nil && recoverable(err):
 		// The session ended while the transaction was failing: drop it; whoever owns
 		// the task next replays from the last commit.
 		t.logger.Info("session ended during a failed transaction; dropping it", "error", err)
@@ -454,8 +453,8 @@ func (t *taskRunner) prepare(ctx context.Context) error {
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		if class := txproducer.Classify(err, 0); class == txproducer.Fatal || class == txproducer.Fenced {
-			return fmt.Errorf("task %s: preparing the task failed with a %s error, not retried: %w", t.id, class, err)
+		if rec := classify(err); rec == fatalFailure || rec == taskMigrated {
+			return fmt.Errorf("task %s: preparing the task failed (%s), not retried: %w", t.id, rec, err)
 		}
 		delay := b.Next()
 		t.logger.Warn("preparing the task failed; retrying", "error", err, "attempt", attempt, "retry_in", delay)
@@ -500,8 +499,7 @@ func (t *taskRunner) suspend() error {
 	// owner replays from the last commit.
 	t.logger.Warn("commit at suspend failed; aborting the open transaction", "error", err)
 	t.abandon()
-	var pe *txproducer.Error
-	if errors.As(err, &pe) && pe.Class != txproducer.Fatal {
+	if recoverable(err) {
 		return nil
 	}
 	return err
@@ -649,8 +647,7 @@ func (t *taskRunner) commit(ctx context.Context) error {
 // producer error ends the session (errReconsume): the input since the last commit is
 // consumed again, and its output may repeat.
 func (t *taskRunner) recover(ctx context.Context, cause error) error {
-	var pe *txproducer.Error
-	if !errors.As(cause, &pe) || pe.Class == txproducer.Fenced || pe.Class == txproducer.Fatal {
+	if !recoverable(cause) {
 		return cause
 	}
 	if !t.exactlyOnce() {
@@ -663,7 +660,8 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 	}
 	b := backoff.Backoff{Max: maxRecoverDelay}
 	for attempt := 1; ; attempt++ {
-		if !errors.As(cause, &pe) || pe.Class == txproducer.Fenced || pe.Class == txproducer.Fatal {
+		rec := classify(cause)
+		if rec != abortTxn && rec != settleTxn {
 			return cause
 		}
 		if attempt > minRecoveries && time.Since(t.failingSince) > recoveryBudget {
@@ -672,10 +670,10 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 		if ctx.Err() != nil {
 			return cause
 		}
-		t.logger.Warn("transaction failed; rolling back and replaying its input", "class", pe.Class.String(), "error", cause, "attempt", attempt, "records", len(t.kept))
+		t.logger.Warn("transaction failed; rolling back and replaying its input", "recovery", rec.String(), "error", cause, "attempt", attempt, "records", len(t.kept))
 		t.metrics.Aborted()
 		opCtx, cancel := t.opContext()
-		err := t.rollback(opCtx, pe.Class)
+		err := t.rollback(opCtx, rec)
 		cancel()
 		if b.Wait(ctx) != nil {
 			if err != nil {
@@ -700,9 +698,9 @@ func (t *taskRunner) recover(ctx context.Context, cause error) error {
 // its kept input done with); else the task goes back to its last commit. Either way
 // the committed offsets come from the offsets record, never from the group coordinator,
 // which can answer stale ones, and they never move back.
-func (t *taskRunner) rollback(ctx context.Context, class txproducer.Class) error {
+func (t *taskRunner) rollback(ctx context.Context, rec recovery) error {
 	t.set.Discard()
-	if class == txproducer.Abortable {
+	if rec == abortTxn {
 		err := t.producer.Abort(ctx)
 		if err == nil {
 			t.attempt = 0
@@ -729,7 +727,7 @@ func (t *taskRunner) rollback(ctx context.Context, class txproducer.Class) error
 	}
 	nonce, err := t.readFloors(ctx)
 	if err != nil {
-		return &txproducer.Error{Op: "re-read the offsets record", Class: txproducer.Indefinite, Err: err}
+		return &taskError{task: t.id, op: "re-read the offsets record", rec: settleTxn, err: err}
 	}
 	if t.attempt != 0 && nonce == t.attempt {
 		t.logger.Info("the transaction whose outcome was unknown committed; going on after it", "records", len(t.kept))
@@ -746,7 +744,7 @@ func (t *taskRunner) rollback(ctx context.Context, class txproducer.Class) error
 	// The changelogs may hold the settled transaction's records: read their tail.
 	t.storesCurrent = false
 	if err := t.restore(ctx); err != nil {
-		return &txproducer.Error{Op: "restore after rollback", Class: txproducer.Indefinite, Err: err}
+		return &taskError{task: t.id, op: "restore after rollback", rec: settleTxn, err: err}
 	}
 	return nil
 }
