@@ -219,33 +219,9 @@ func openLocked(dir, path string, lock *os.File, opts BoltOptions, rep *OpenRepo
 		return nil, fmt.Errorf("statestore: %s: %w", path, statErr)
 	default:
 		st, stErr := readBoltState(dir)
-		verify := opts.Verify == VerifyAlways
-		switch {
-		case stErr != nil:
-			rep.Previous = StateUnknown
-			verify = true
-		case st.State == "damaged":
-			rep.Previous = StateDamaged
-			reason = "its previous owner found it damaged: " + st.Reason
-		case st.State == "closed":
-			rep.Previous = StateClean
-		case st.State == "open" && boot != "" && st.Boot == boot:
-			rep.Previous = StateCrashed
-			verify = true
-		case st.State == "open" && st.NoSync:
-			rep.Previous = StateRestart
-			reason = "the machine restarted while the file was open without fsync (NoSync): " +
-				"the disk may hold any mix of old and new pages, even if they look sound"
-		case st.State == "open":
-			rep.Previous = StateRestart
-			verify = true
-		default:
-			rep.Previous = StateUnknown
-			verify = true
-		}
-		if opts.Verify == VerifyNever {
-			verify = false
-		}
+		d := decideOpen(st, stErr == nil, boot, opts.Verify)
+		rep.Previous, reason = d.previous, d.reason
+		verify := d.verify
 		if reason == "" && !verify {
 			// The cheap checks: both meta pages, the freelist, and the file is the one
 			// the clean close left.
@@ -432,6 +408,47 @@ func boltOptions(opts BoltOptions) *bolt.Options {
 		FreelistType:    bolt.FreelistArrayType,
 		InitialMmapSize: mmap,
 	}
+}
+
+// openDecision is what OpenBolt does with an existing file before opening it.
+type openDecision struct {
+	previous CloseState
+	verify   bool   // run the full consistency check
+	reason   string // set: move the file aside without checking it
+}
+
+// decideOpen is the table of the package doc's "Damage" section: what the state file
+// (st, when readable) says of the last close, the running kernel's boot ID, and the
+// Verify mode decide whether the file is trusted, checked in full, or moved aside.
+// (A clean close still gets the cheap checks, and a full check where the state file
+// does not match the data file: OpenBolt does those.) No I/O.
+func decideOpen(st boltState, readable bool, boot string, mode VerifyMode) openDecision {
+	var d openDecision
+	switch {
+	case !readable:
+		d.previous, d.verify = StateUnknown, true
+	case st.State == "damaged":
+		d.previous, d.reason = StateDamaged, "its previous owner found it damaged: "+st.Reason
+	case st.State == "closed":
+		d.previous = StateClean
+	case st.State == "open" && boot != "" && st.Boot == boot:
+		d.previous, d.verify = StateCrashed, true
+	case st.State == "open" && st.NoSync:
+		d.previous = StateRestart
+		d.reason = "the machine restarted while the file was open without fsync (NoSync): " +
+			"the disk may hold any mix of old and new pages, even if they look sound"
+	case st.State == "open":
+		d.previous, d.verify = StateRestart, true
+	default:
+		d.previous, d.verify = StateUnknown, true
+	}
+	switch mode {
+	case VerifyAlways:
+		d.verify = d.reason == ""
+	case VerifyNever:
+		d.verify = false
+	}
+	return d
 }
 
 // boltState is the content of the state file.
