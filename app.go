@@ -123,14 +123,12 @@ func (a *App) Tasks() []processor.TaskID {
 	if rt == nil {
 		return nil
 	}
-	rt.mu.Lock()
 	set := map[processor.TaskID]bool{}
-	for id, t := range rt.tasks {
+	for _, t := range rt.registry.all() {
 		if !t.dead.Load() {
-			set[id] = true
+			set[t.id] = true
 		}
 	}
-	rt.mu.Unlock()
 	return sortedTasks(set)
 }
 

@@ -62,9 +62,7 @@ func (rt *runtime) state() State {
 		}
 		return StateRebalancing
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	for _, t := range rt.tasks {
+	for _, t := range rt.registry.all() {
 		if st := taskState(t.state.Load()); st != taskRunning && st != taskClosed {
 			return StateRestoring
 		}

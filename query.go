@@ -217,10 +217,7 @@ func (rt *runtime) locate(st *graph.Store, key []byte) (*taskRunner, string, err
 		return nil, "", err
 	}
 	id := processor.TaskID{Subtopology: sub.ID, Partition: partition.ForKey(key, n)}
-	rt.mu.Lock()
-	t := rt.tasks[id]
-	hosts := rt.hosts
-	rt.mu.Unlock()
+	t, hosts := rt.registry.lookup(id)
 	if t != nil && !t.dead.Load() {
 		return t, rt.cfg.AdvertisedAddr, nil
 	}
@@ -270,14 +267,12 @@ func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]statestore.Ent
 	if !rt.inSession.Load() {
 		return nil, fmt.Errorf("%w: store %q: the group is rebalancing", ErrNotReady, st.Name)
 	}
-	rt.mu.Lock()
 	var tasks []*taskRunner
-	for id, t := range rt.tasks {
-		if id.Subtopology == sub.ID && !t.dead.Load() {
+	for _, t := range rt.registry.all() {
+		if t.id.Subtopology == sub.ID && !t.dead.Load() {
 			tasks = append(tasks, t)
 		}
 	}
-	rt.mu.Unlock()
 	var out []statestore.Entry
 	for _, t := range tasks {
 		_, err := t.readCommitted(st.Name, func(b statestore.Backend) ([]byte, error) {

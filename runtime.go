@@ -53,11 +53,11 @@ type runtime struct {
 	partsMu    sync.Mutex
 	partitions map[string]int32 // partition counts of output topics
 
-	mu         sync.Mutex
-	rejoin     chan struct{} // closed to end the current session
-	tasks      map[processor.TaskID]*taskRunner
-	generation int32
-	hosts      map[string][]string
+	// registry alone holds the task set, the generation and the task owners.
+	registry *taskRegistry
+
+	mu     sync.Mutex
+	rejoin chan struct{} // closed to end the current session
 
 	metrics   *metrics.Metrics
 	failed    atomic.Bool
@@ -79,7 +79,7 @@ func newRuntime(a *App) (*runtime, error) {
 		logger:     cfg.Logger.With("app", cfg.ApplicationID),
 		topicToSub: map[string]*graph.Subtopology{},
 		partitions: map[string]int32{},
-		tasks:      map[processor.TaskID]*taskRunner{},
+		registry:   newTaskRegistry(),
 		appDir:     filepath.Join(cfg.StateDir, cfg.ApplicationID),
 	}
 	for _, s := range a.g.Subtopologies {
@@ -189,14 +189,7 @@ func (rt *runtime) localState() []processor.TaskID {
 }
 
 func (rt *runtime) close() {
-	rt.mu.Lock()
-	tasks := make([]*taskRunner, 0, len(rt.tasks))
-	for _, t := range rt.tasks {
-		tasks = append(tasks, t)
-	}
-	rt.tasks = map[processor.TaskID]*taskRunner{}
-	rt.mu.Unlock()
-	for _, t := range tasks {
+	for _, t := range rt.registry.takeAll() {
 		t.close()
 	}
 	_ = rt.admin.Close() // closes the client too
@@ -274,31 +267,12 @@ func (rt *runtime) run(parent context.Context) error {
 // parallel, bounded in time), before sarama reads the committed offsets.
 func (rt *runtime) onAssignment(assigned []processor.TaskID, generation int32, hosts map[string][]string) {
 	rt.metrics.Rebalance()
-	rt.mu.Lock()
-	prevGen := rt.generation
-	rt.generation, rt.hosts = generation, hosts
-	keep := map[processor.TaskID]bool{}
-	for _, t := range assigned {
-		keep[t] = true
-	}
-	var closing []*taskRunner
-	for id, t := range rt.tasks {
-		// A task kept across a generation gap may have been owned and changed by
-		// another instance in between: start it afresh.
-		if !keep[id] || generation != prevGen+1 || t.broken() {
-			closing = append(closing, t)
-			delete(rt.tasks, id)
-		}
-	}
-	var fresh []*taskRunner
-	for _, id := range assigned {
-		if _, ok := rt.tasks[id]; !ok {
-			t := newTaskRunner(rt, id)
-			rt.tasks[id] = t
-			fresh = append(fresh, t)
-		}
-	}
-	rt.mu.Unlock()
+	prevGen := rt.registry.newGeneration(generation, hosts)
+	// A task kept across a generation gap may have been owned and changed by another
+	// instance in between: start it afresh.
+	closing, fresh := rt.registry.reconcile(assigned, func(t *taskRunner) bool {
+		return generation != prevGen+1 || t.broken()
+	}, rt.newTask)
 	for _, t := range closing {
 		t.close()
 	}
@@ -332,10 +306,11 @@ func (rt *runtime) producerInitTimeout() time.Duration {
 	return max(rt.sc.Consumer.Group.Session.Timeout/2, 2*time.Second)
 }
 
+// newTask makes the runner of a task newly assigned to this instance.
+func (rt *runtime) newTask(id processor.TaskID) *taskRunner { return newTaskRunner(rt, id) }
+
 func (rt *runtime) task(id processor.TaskID) *taskRunner {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.tasks[id]
+	return rt.registry.get(id)
 }
 
 // taskFor maps a claimed topic partition to its task.
@@ -440,25 +415,20 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	}
 	rt.mu.Lock()
 	rt.rejoin = make(chan struct{})
-	var stale []*taskRunner
-	for id, t := range rt.tasks {
-		if !claimed[id] {
-			stale = append(stale, t)
-			delete(rt.tasks, id)
-		}
-	}
-	var run []*taskRunner
-	for id := range claimed {
-		t, ok := rt.tasks[id]
-		if !ok { // OnAssignment did not see it (should not happen): create it now
-			t = newTaskRunner(rt, id)
-			rt.tasks[id] = t
-		}
-		run = append(run, t)
-	}
 	rt.mu.Unlock()
+	ids := make([]processor.TaskID, 0, len(claimed))
+	for id := range claimed {
+		ids = append(ids, id)
+	}
+	// OnAssignment made the set the assignment already; this only differs when it did
+	// not run (it should always).
+	stale, _ := rt.registry.reconcile(ids, nil, rt.newTask)
 	for _, t := range stale {
 		t.close()
+	}
+	run := make([]*taskRunner, 0, len(ids))
+	for _, id := range ids {
+		run = append(run, rt.registry.get(id))
 	}
 	for _, t := range run {
 		t.beginSession(sess)
@@ -519,13 +489,7 @@ func (rt *runtime) snapshot() metrics.Snapshot {
 	for st := taskCreated; st < taskClosed; st++ {
 		s.TaskStates[st.String()] = 0
 	}
-	rt.mu.Lock()
-	tasks := make([]*taskRunner, 0, len(rt.tasks))
-	for _, t := range rt.tasks {
-		tasks = append(tasks, t)
-	}
-	rt.mu.Unlock()
-	for _, t := range tasks {
+	for _, t := range rt.registry.all() {
 		st := taskState(t.state.Load())
 		if st == taskClosed {
 			continue
