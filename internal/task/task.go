@@ -124,8 +124,7 @@ func New(cfg Config) (*Task, error) {
 	caches := cache.NewRegistry()
 	ctx, cancel := context.WithCancel(cache.WithRegistry(context.Background(), caches))
 	t := &Task{
-		caches: caches,
-		cfg: cfg, ctx: ctx, cancel: cancel,
+		cfg: cfg, ctx: ctx, cancel: cancel, caches: caches,
 		logger:      cfg.Logger.With("task", cfg.ID.String()),
 		nodes:       map[string]graph.Instance{},
 		sources:     map[string]graph.SourceInstance{},
