@@ -1,0 +1,93 @@
+package eddy_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/stream"
+)
+
+// The DSL word count with record caching, every third commit failing after the caches
+// flushed into its transaction: the aborted transaction takes the flushed counts with
+// it, the replay makes them again, and the committed output is each word's counts in
+// increasing order, ending at its total — fewer records than words, as the caches hold
+// back all but the last count of a word per commit.
+func TestCachedTablesFlushIntoTheTransaction(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		e := newWordCount(t, c, 2)
+		b := stream.NewBuilder()
+		lines := stream.From(b, serde.String(), serde.String(), []string{e.input})
+		words := stream.FlatMapValues(lines, func(_, line string) []string { return wordcount.Words(line) })
+		counts := stream.GroupBy(words, func(_, w string) string { return w }, serde.String(), serde.String()).Count()
+		stream.ToStream(counts).To(e.output, serde.String(), serde.Nullable(serde.Int64()))
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := e.config(t)
+		cfg.CommitInterval = 200 * time.Millisecond
+		app, err := eddy.New(topo, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		commits, failures := 0, 0
+		eddy.SetBeforeCommitHook(app, func(processor.TaskID) error {
+			mu.Lock()
+			defer mu.Unlock()
+			commits++
+			if commits%3 == 0 {
+				failures++
+				return errors.New("injected commit failure")
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- app.Run(ctx) }()
+		for range 5 {
+			e.produce(t, 100)
+			time.Sleep(150 * time.Millisecond)
+		}
+		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		mu.Lock()
+		t.Logf("commits %d, injected failures %d", commits, failures)
+		if failures == 0 {
+			t.Fatal("no commit failed: the test injected nothing")
+		}
+		mu.Unlock()
+		total, outputs := int64(0), 0
+		for w, seq := range e.readOutput(t) {
+			total += e.want[w]
+			outputs += len(seq)
+			for i := 1; i < len(seq); i++ {
+				if seq[i] <= seq[i-1] {
+					t.Errorf("word %q: counts %v are not increasing: a count was repeated or lost", w, seq)
+					break
+				}
+			}
+			if n := len(seq); n == 0 || seq[n-1] != e.want[w] {
+				t.Errorf("word %q: counts %v, want them to end at %d", w, seq, e.want[w])
+			}
+		}
+		t.Logf("%d words, %d output records", total, outputs)
+		if int64(outputs) >= total {
+			t.Errorf("%d output records for %d words: the caches deduplicated nothing", outputs, total)
+		}
+		if err := e.c.WaitStable(ctxT(t), e.output); err != nil {
+			t.Fatalf("hanging transaction on the output: %v", err)
+		}
+	})
+}
