@@ -84,6 +84,7 @@ type cacheEntry[K, V any] struct {
 	rec  processor.Record[K, Change[V]] // the latest update, with its timestamp and headers
 	old  *V                             // the old value of the first update since the last flush
 	had  bool                           // whether the store held the key at the last flush
+	md   *processor.RecordMetadata      // the record of the latest update; nil in a punctuator
 	size int64
 }
 
@@ -101,15 +102,19 @@ func (c *recordCache[K, V]) put(rec processor.Record[K, Change[V]], had bool) er
 	for _, h := range rec.Headers {
 		size += int64(len(h.Key) + len(h.Value))
 	}
+	var md *processor.RecordMetadata
+	if m, ok := c.f.ctx.RecordMetadata(); ok {
+		md = &m
+	}
 	var delta int64
 	if el, ok := c.entries[string(kb)]; ok {
 		e := el.Value.(*cacheEntry[K, V])
-		e.rec = rec
+		e.rec, e.md = rec, md
 		delta = size - e.size
 		e.size = size
 		c.order.MoveToBack(el)
 	} else {
-		e := &cacheEntry[K, V]{key: string(kb), rec: rec, old: rec.Value.Old, had: had, size: size}
+		e := &cacheEntry[K, V]{key: string(kb), rec: rec, old: rec.Value.Old, had: had, md: md, size: size}
 		c.entries[e.key] = c.order.PushBack(e)
 		delta = size
 	}
@@ -119,7 +124,8 @@ func (c *recordCache[K, V]) put(rec processor.Record[K, Change[V]], had bool) er
 
 // Flush empties the cache and forwards its entries, least recently updated first, as
 // Kafka Streams' NamedCache.flush: each with its latest value, the old value as of the
-// last flush and the timestamp and headers of its latest update. An entry that deletes
+// last flush and the timestamp and headers of its latest update, as from the record of
+// that update (RecordMetadata downstream: its topic, partition and offset). An entry that deletes
 // a key the store did not hold at the last flush is dropped (CachingKeyValueStore's
 // putAndMaybeForward: "this key did not exist in underlying store and also not in the
 // cache").
@@ -140,7 +146,7 @@ func (c *recordCache[K, V]) Flush() error {
 		}
 		rec := e.rec
 		rec.Value.Old = e.old
-		if err := c.f.ctx.Forward(rec); err != nil {
+		if err := c.reg.AsRecord(e.md, func() error { return c.f.ctx.Forward(rec) }); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,8 @@ package cache
 import (
 	"context"
 	"fmt"
+
+	"github.com/eddy-streams/eddy/processor"
 )
 
 // DefaultMaxBytes is the default budget of a task's caches, Kafka Streams' default
@@ -41,6 +43,27 @@ type Registry struct {
 	set    bool
 	// evictions counts the flushes forced by the budget (for tests and metrics).
 	evictions int
+	// setRecord makes md the task's current record (nil: none) and returns the one it
+	// replaces; see SetRecordFunc.
+	setRecord func(md *processor.RecordMetadata) *processor.RecordMetadata
+}
+
+// SetRecordFunc gives the registry the task's way to set its current record, so that
+// a cache forwards each entry as from the record of its latest update: processors
+// downstream read that record's topic, partition and offset (RecordMetadata), as in
+// Kafka Streams, whose flush restores each entry's record context.
+func (r *Registry) SetRecordFunc(f func(md *processor.RecordMetadata) *processor.RecordMetadata) {
+	r.setRecord = f
+}
+
+// AsRecord runs fn with md (nil: no record) as the task's current record.
+func (r *Registry) AsRecord(md *processor.RecordMetadata, fn func() error) error {
+	if r.setRecord == nil {
+		return fn()
+	}
+	prev := r.setRecord(md)
+	defer r.setRecord(prev)
+	return fn()
 }
 
 // NewRegistry returns an empty registry; the first Register sets its budget.

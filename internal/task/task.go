@@ -132,6 +132,11 @@ func New(cfg Config) (*Task, error) {
 		storeTopics: map[string]string{},
 		roundRobin:  map[string]int32{},
 	}
+	caches.SetRecordFunc(func(md *processor.RecordMetadata) *processor.RecordMetadata {
+		prev := t.current
+		t.current = md
+		return prev
+	})
 	for _, st := range cfg.Subtopology.Stores {
 		topic := names.ChangelogTopic(cfg.ApplicationID, st.Name)
 		var buf *statestore.Buffer
