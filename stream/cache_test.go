@@ -180,6 +180,18 @@ func TestCacheDroppedWithAbortedTransaction(t *testing.T) {
 			h.pipe("w", "b", "", 3)
 			h.commit()
 			h.want("out", true, "b=1@3")
+			// The aborted input stays in its topic, unprocessed (lost nothing).
+			var in []string
+			for _, r := range h.d.Records("w") {
+				in = append(in, fmt.Sprintf("%s/%d", r.Value, r.Offset))
+			}
+			want := []string{"boom/0", "/1"}
+			if every > 1 {
+				want = []string{"/0", "boom/1", "/2"}
+			}
+			if !slices.Equal(in, want) {
+				t.Errorf("input topic %q, want %q", in, want)
+			}
 		})
 	}
 }
