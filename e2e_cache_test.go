@@ -126,7 +126,9 @@ func TestCachingSavesWordCountOutput(t *testing.T) {
 		if perWord["uncached"] != 1 {
 			t.Errorf("without caching: %.4f output records per word, want 1", perWord["uncached"])
 		}
-		if perWord["cached"] >= 0.5 {
+		// About 0.18 here; the bound leaves room for a slow machine, where each 100 ms
+		// commit holds fewer words (and so fewer repeats of a word).
+		if perWord["cached"] >= 0.9 {
 			t.Errorf("with caching: %.4f output records per word, want well under 1", perWord["cached"])
 		}
 	})
