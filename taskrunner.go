@@ -551,6 +551,10 @@ func (t *taskRunner) commitWithRecovery(ctx context.Context) error {
 // checkpoints. Under at-least-once: the same, with "acknowledged" for "committed" and
 // the offsets committed after the acknowledgements.
 func (t *taskRunner) commit(ctx context.Context) error {
+	// The tables' record caches forward into this transaction (or abort it on error).
+	if err := t.eng.Flush(); err != nil {
+		return err
+	}
 	if t.pending == 0 && t.set.Dirty() == 0 && !t.producer.InTransaction() {
 		t.lastCommit = time.Now()
 		return nil

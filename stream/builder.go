@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eddy-streams/eddy/internal/cache"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
@@ -27,11 +28,13 @@ type Builder struct {
 	// caching: tables' stores behave as Kafka Streams' record-cached stores (the
 	// default there and here); see NoCaching.
 	caching bool
+	// cacheMaxBytes is the budget of each task's record caches (CacheMaxBytes).
+	cacheMaxBytes int64
 }
 
 // NewBuilder returns an empty Builder.
 func NewBuilder(opts ...BuilderOption) *Builder {
-	b := &Builder{tb: topology.NewBuilder(), caching: true}
+	b := &Builder{tb: topology.NewBuilder(), caching: true, cacheMaxBytes: cache.DefaultMaxBytes}
 	for _, o := range opts {
 		o(b)
 	}
@@ -44,12 +47,16 @@ type BuilderOption func(*Builder)
 // NoCaching makes every table behave as Kafka Streams' tables do with record caching
 // off (statestore.cache.max.bytes=0); WithoutCaching does it for one table.
 //
-// With caching on (Kafka Streams' default, and eddy's), a table's store drops an update
-// that changes nothing: the deletion of a key it does not hold is neither stored nor
-// forwarded (Kafka Streams' CachingKeyValueStore). That is all of caching eddy does so
-// far: it does not yet hold updates back to deduplicate them per key between commits, so
-// its output is Kafka Streams' with caching on and a commit after every record (its
-// test driver's).
+// With caching on (Kafka Streams' default, and eddy's), a table's updates are held back
+// in a record cache per task and forwarded at the task's next commit, once per key: the
+// key's latest value, its old value as of the previous commit, and the timestamp and
+// headers of its latest update, keys in the order of their latest updates (Kafka
+// Streams' CachingKeyValueStore, NamedCache and ThreadCache). An update that deletes a
+// key the table did not hold at the previous commit is dropped. When a task's caches
+// outgrow their byte budget (CacheMaxBytes, default 10 MiB per task), the cache of the
+// table just updated is flushed at once. So downstream operators, output topics and
+// repartition topics see one update per key per commit; stores and their changelogs do
+// anyway (a store's writes are buffered until the commit).
 func NoCaching() BuilderOption { return func(b *Builder) { b.caching = false } }
 
 // cached reports whether the store of an operation with options o is cached.

@@ -42,7 +42,6 @@
 // (KSTREAM-FILTER-0000000003), so Describe reads the same.
 //
 // Where eddy differs: a table read from a topic keeps a changelog of its own (eddy
-// restores stores from changelogs only); record caching is partial (see NoCaching:
-// deletions of absent keys are dropped as by Kafka Streams' caches, but updates are not
-// yet deduplicated between commits); global tables are not there yet.
+// restores stores from changelogs only); the record caches' byte budget is per task, not
+// per instance (see NoCaching and CacheMaxBytes); global tables are not there yet.
 package stream

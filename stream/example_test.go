@@ -72,3 +72,48 @@ func ExampleLeftJoin() {
 	// u1 /home by Ann
 	// u2 /cart by someone
 }
+
+// Record caching holds a table's updates back until the commit and forwards each key
+// once: committing after every two lines, the word count writes each word's count of
+// those two lines, least recently updated first.
+func ExampleCacheMaxBytes() {
+	b := stream.NewBuilder(stream.CacheMaxBytes(1 << 20))
+	lines := stream.From(b, serde.String(), serde.String(), []string{"lines"})
+	words := stream.FlatMapValues(lines, func(_, l string) []string { return strings.Fields(l) })
+	counts := stream.GroupBy(words, func(_, w string) string { return w }, serde.String(), serde.String()).Count()
+	stream.ToStream(counts).To("counts", serde.String(), serde.Nullable(serde.Int64()))
+	topo, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, err := topologytest.New(topo, topologytest.Config{CommitEvery: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	in := topologytest.NewInputTopic(d, "lines", serde.String(), serde.String())
+	out := topologytest.NewOutputTopic(d, "counts", serde.String(), serde.Int64())
+	for _, line := range []string{"to be or", "not to be", "that is"} {
+		_ = in.Pipe("", line)
+		recs, _ := out.ReadRecords()
+		fmt.Printf("%q:", line)
+		for _, r := range recs {
+			fmt.Print(" ", r.Key, "=", r.Value)
+		}
+		fmt.Println()
+	}
+	_ = d.Commit()
+	recs, _ := out.ReadRecords()
+	fmt.Print("commit:")
+	for _, r := range recs {
+		fmt.Print(" ", r.Key, "=", r.Value)
+	}
+	fmt.Println()
+	// Output:
+	// "to be or":
+	// "not to be": or=1 not=1 to=2 be=2
+	// "that is":
+	// commit: that=1 is=1
+}

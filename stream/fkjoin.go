@@ -389,6 +389,7 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 			return nil, err
 		}
 		sendOld, cached := res.sendOld, b.cached(o)
+		fw := newTableForwarder(ctx, b, cached, resStore, pkSerde, values)
 		return func(r processor.Record[K, Change[VR]]) error {
 			old, had, err := kv.Get(r.Key)
 			if err != nil {
@@ -404,7 +405,7 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 			if sendOld && had {
 				c.Old = &old.Value
 			}
-			return ctx.Forward(processor.WithValue(r, c))
+			return fw.forward(processor.WithValue(r, c), had)
 		}, nil
 	}), respJoin)
 	// eddy sizes repartition topics by their writer, not by the right table, so both

@@ -104,6 +104,7 @@ func aggregate[K, V, VA any](g *GroupedStream[K, V], prefix string, opts []Optio
 			return nil, err
 		}
 		sendOld, cached := info.sendOld, b.cached(o)
+		fw := newTableForwarder(ctx, b, cached, store, g.keys, values)
 		return func(r processor.Record[K, V]) error {
 			if isNull(r.Key) || isNull(r.Value) {
 				return nil // Kafka Streams: "Skipping record due to null key or value"
@@ -131,7 +132,7 @@ func aggregate[K, V, VA any](g *GroupedStream[K, V], prefix string, opts []Optio
 			if sendOld {
 				c.Old = oldAgg
 			}
-			return ctx.Forward(processor.Record[K, Change[VA]]{Key: r.Key, Value: c, Timestamp: ts, Headers: r.Headers})
+			return fw.forward(processor.Record[K, Change[VA]]{Key: r.Key, Value: c, Timestamp: ts, Headers: r.Headers}, had)
 		}, nil
 	}), in.node)
 	info.store = addStore(b, store, g.keys, values, o, name)

@@ -141,6 +141,7 @@ func tableAggregate[K, V, VA any](g *GroupedTable[K, V], prefix string, opts []O
 			return nil, err
 		}
 		sendOld, cached := info.sendOld, b.cached(o)
+		fw := newTableForwarder(ctx, b, cached, store, g.keys, values)
 		return func(r processor.Record[K, Change[V]]) error {
 			if isNull(r.Key) {
 				return fmt.Errorf("record key for the table aggregation with store %q is null", store)
@@ -191,7 +192,7 @@ func tableAggregate[K, V, VA any](g *GroupedTable[K, V], prefix string, opts []O
 			if sendOld {
 				c.Old = oldAgg
 			}
-			return ctx.Forward(processor.Record[K, Change[VA]]{Key: r.Key, Value: c, Timestamp: ts, Headers: r.Headers})
+			return fw.forward(processor.Record[K, Change[VA]]{Key: r.Key, Value: c, Timestamp: ts, Headers: r.Headers}, had)
 		}, nil
 	}), in)
 	info.store = addStore(b, store, g.keys, values, o, name)

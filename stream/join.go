@@ -161,7 +161,7 @@ func tableTableJoin[K, VL, VR, VO any](l Table[K, VL], r Table[K, VR], kind stri
 	}
 	tableJoinSide(b, thisName, modeL, l.t, r.t, res, j)
 	tableJoinSide(b, otherName, modeR, r.t, l.t, res, func(rv *VR, lv *VL) *VO { return j(lv, rv) })
-	topology.AddProcessor(b.tb, merge, materializer[K, VO](store, b.cached(o)), thisName, otherName)
+	topology.AddProcessor(b.tb, merge, materializer(b, store, b.cached(o), l.t.keys, values), thisName, otherName)
 	b.copartition(l.t.sources, r.t.sources)
 	if store != "" {
 		if l.t.keys == nil || values == nil {
@@ -220,7 +220,7 @@ func tableTableJoin[K, VL, VR, VO any](l Table[K, VL], r Table[K, VR], kind stri
 // materializer is a table node that passes changes on and, when store is not "",
 // keeps the new values in it (Kafka Streams' KTableKTableJoinMerger and the source of
 // a foreign-key join's result).
-func materializer[K, V any](store string, cached bool) processor.Supplier[K, Change[V], K, Change[V]] {
+func materializer[K, V any](b *Builder, store string, cached bool, keys serde.Serde[K], values serde.Serde[V]) processor.Supplier[K, Change[V], K, Change[V]] {
 	return supplier(func(ctx processor.Context[K, Change[V]]) (func(processor.Record[K, Change[V]]) error, error) {
 		if store == "" {
 			return func(r processor.Record[K, Change[V]]) error { return ctx.Forward(r) }, nil
@@ -229,16 +229,19 @@ func materializer[K, V any](store string, cached bool) processor.Supplier[K, Cha
 		if err != nil {
 			return nil, err
 		}
+		fw := newTableForwarder(ctx, b, cached, store, keys, values)
 		return func(r processor.Record[K, Change[V]]) error {
-			if cached && r.Value.New == nil {
-				if _, had, err := kv.Get(r.Key); err != nil || !had {
+			had := true
+			if cached {
+				var err error
+				if _, had, err = kv.Get(r.Key); err != nil || r.Value.New == nil && !had {
 					return err // a cached store drops the deletion of a key it does not hold
 				}
 			}
 			if err := putOrDelete(kv, r.Key, r.Value.New, r.Timestamp); err != nil {
 				return err
 			}
-			return ctx.Forward(r)
+			return fw.forward(r, had)
 		}, nil
 	})
 }

@@ -178,6 +178,7 @@ func tableSource[K, V any](b *Builder, parent string, sources []string, storePre
 			return nil, err
 		}
 		sendOld, cached := info.sendOld, b.cached(o)
+		fw := newTableForwarder(ctx, b, cached, store, info.keys, info.values)
 		return func(r processor.Record[K, *V]) error {
 			if isNull(r.Key) {
 				ctx.Logger().Warn("skipping record due to null key")
@@ -197,7 +198,7 @@ func tableSource[K, V any](b *Builder, parent string, sources []string, storePre
 			if sendOld && had {
 				c.Old = &old.Value
 			}
-			return ctx.Forward(processor.WithValue(r, c))
+			return fw.forward(processor.WithValue(r, c), had)
 		}, nil
 	}), parent)
 	if o.store != "" {
@@ -238,6 +239,7 @@ func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values s
 			}
 		}
 		sendOld, cached := info.sendOld, b.cached(o)
+		fw := newTableForwarder(ctx, b, cached && kv != nil, store, parent.keys, values)
 		return func(r processor.Record[K, Change[V]]) error {
 			c := Change[V2]{New: compute(r.Key, r.Value.New)}
 			if sendOld {
@@ -256,17 +258,19 @@ func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values s
 					return nil // Kafka Streams: unnecessary to forward
 				}
 			}
-			if kv != nil {
-				if cached && c.New == nil {
-					if _, had, err := kv.Get(r.Key); err != nil || !had {
-						return err // a cached store drops the deletion of a key it does not hold
-					}
+			had := true
+			if kv != nil && cached {
+				var err error
+				if _, had, err = kv.Get(r.Key); err != nil || c.New == nil && !had {
+					return err // a cached store drops the deletion of a key it does not hold
 				}
+			}
+			if kv != nil {
 				if err := putOrDelete(kv, r.Key, c.New, r.Timestamp); err != nil {
 					return err
 				}
 			}
-			return ctx.Forward(processor.WithValue(r, c))
+			return fw.forward(processor.WithValue(r, c), had)
 		}, nil
 	}), parent.node)
 	if store != "" {

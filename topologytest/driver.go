@@ -1,7 +1,9 @@
 // Package topologytest runs a topology in-process, deterministically, with no broker:
 // pipe records into input topics, read what the sinks wrote, read the stores, and move
 // wall-clock time by hand. Like Kafka Streams' TopologyTestDriver it commits after every
-// record, and it runs the same task engine and store layers as the real runtime.
+// record (Config.CommitEvery commits less often, so that the DSL's record caches
+// deduplicate table updates as between the runtime's commits), and it runs the same task
+// engine and store layers as the real runtime.
 //
 // Every topic has one partition, so each sub-topology runs as the one task <id>_0.
 // Records written to a topic that a sub-topology reads (a repartition topic, or a user
@@ -80,6 +82,15 @@ type Config struct {
 	// DeadLetter.
 	OnDeserializationError ErrorPolicy
 	DeadLetterTopic        string
+	// CommitEvery commits after every CommitEvery piped records (and what they cause)
+	// instead of after each one (0 or 1, as Kafka Streams' TopologyTestDriver); Commit
+	// commits at once. Between commits the DSL tables' record caches hold their updates
+	// back, one per key, as between the runtime's commits (commit.interval). A failure
+	// then aborts the whole open transaction: the records piped since the last commit
+	// stay in their topics, but what they caused (outputs, store writes, cached
+	// updates, stream time) is dropped, and the driver goes on from the last commit —
+	// where the runtime would process them again (pipe them again to do the same).
+	CommitEvery int
 }
 
 // Record is a record as stored in a topic of the driver.
@@ -105,6 +116,14 @@ type Driver struct {
 	nextTime time.Time
 	sets     []*statestore.Set
 	closed   bool
+	// tx is the open transaction of every task under CommitEvery > 1; nil when none.
+	tx *openTx
+}
+
+// openTx is a transaction spanning several piped records (Config.CommitEvery).
+type openTx struct {
+	lengths map[string]int // every topic's length when it began
+	inputs  []Record       // the records piped since
 }
 
 // New starts a driver for topo: it makes one task per sub-topology and initialises its
@@ -193,8 +212,105 @@ func (d *Driver) PipeRaw(topic string, key, value []byte, headers []processor.He
 		ts = d.nextTime
 		d.nextTime = d.nextTime.Add(d.cfg.AutoAdvance)
 	}
+	if d.cfg.CommitEvery > 1 {
+		return d.pipeInTransaction(topic, key, value, headers, ts)
+	}
 	d.append(topic, key, value, headers, ts)
 	return d.drain()
+}
+
+// pipeInTransaction processes a piped record in the open transaction of every task,
+// which commits after CommitEvery records.
+func (d *Driver) pipeInTransaction(topic string, key, value []byte, headers []processor.Header, ts time.Time) error {
+	if d.tx == nil {
+		d.tx = &openTx{lengths: make(map[string]int, len(d.topics))}
+		for topic, recs := range d.topics {
+			d.tx.lengths[topic] = len(recs)
+		}
+	}
+	d.append(topic, key, value, headers, ts)
+	recs := d.topics[topic]
+	d.tx.inputs = append(d.tx.inputs, recs[len(recs)-1])
+	if err := d.drainOpen(); err != nil {
+		return d.abort(err)
+	}
+	if len(d.tx.inputs) >= d.cfg.CommitEvery {
+		return d.Commit()
+	}
+	return nil
+}
+
+// drainOpen processes the queued records in the open transaction.
+func (d *Driver) drainOpen() error {
+	for len(d.queue) > 0 {
+		rec := d.queue[0]
+		d.queue = d.queue[1:]
+		t := d.byTopic[rec.Topic]
+		if err := t.Process(graph.RawRecord{Topic: rec.Topic, Partition: 0, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Commit commits the open transaction (Config.CommitEvery): the tables' record caches
+// forward what they hold, and what that causes is processed, then every task's changelog
+// records are written and its stores flushed. Without CommitEvery every record is
+// committed as it is processed, and Commit has nothing to do.
+func (d *Driver) Commit() error {
+	if d.closed {
+		return errors.New("topologytest: driver is closed")
+	}
+	if d.tx == nil {
+		return nil
+	}
+	// A task's flush may send records to another task (a repartition topic), whose
+	// caches then fill: repeat until nothing is held back or queued.
+	for {
+		for _, t := range d.tasks {
+			if err := t.Flush(); err != nil {
+				return d.abort(err)
+			}
+			if err := d.drainOpen(); err != nil {
+				return d.abort(err)
+			}
+		}
+		held := false
+		for _, t := range d.tasks {
+			held = held || t.Caches().Bytes() > 0
+		}
+		if !held {
+			break
+		}
+	}
+	for _, t := range d.tasks {
+		if err := d.commitStores(t); err != nil {
+			return d.abort(err)
+		}
+		t.Committed()
+	}
+	d.tx = nil
+	return nil
+}
+
+// abort drops the open transaction: the topics go back to their lengths when it began
+// (the piped records are written again, unprocessed), the store buffers and record
+// caches are discarded and the tasks' time goes back to their last commit.
+func (d *Driver) abort(cause error) error {
+	for _, t := range d.tasks {
+		t.Stores().Discard()
+		t.Rollback()
+	}
+	for topic, recs := range d.topics {
+		d.topics[topic] = recs[:d.tx.lengths[topic]]
+	}
+	for _, in := range d.tx.inputs {
+		in.Offset = int64(len(d.topics[in.Topic]))
+		d.topics[in.Topic] = append(d.topics[in.Topic], in)
+	}
+	d.queue = nil
+	d.tx = nil
+	return cause
 }
 
 // drain processes the queued records, and those they cause, in order.
@@ -249,6 +365,7 @@ func (d *Driver) transaction(t *task.Task, fn func() error) error {
 	}
 	if err != nil {
 		t.Stores().Discard()
+		t.Caches().Drop()
 		for topic, recs := range d.topics {
 			d.topics[topic] = recs[:lengths[topic]]
 		}
@@ -257,9 +374,21 @@ func (d *Driver) transaction(t *task.Task, fn func() error) error {
 	return err
 }
 
-// commit writes the task's changelog records into the driver's changelog topics and then
-// flushes the stores with the checkpoints, as the runtime does around its transaction.
+// commit forwards what the task's record caches hold, writes the task's changelog
+// records into the driver's changelog topics and then flushes the stores with the
+// checkpoints, as the runtime does around its transaction.
 func (d *Driver) commit(t *task.Task) error {
+	if d.tx != nil {
+		return d.Commit() // a store written by a test joins the open transaction
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	return d.commitStores(t)
+}
+
+// commitStores writes the task's changelog records and flushes its stores.
+func (d *Driver) commitStores(t *task.Task) error {
 	topics := t.ChangelogTopics()
 	lw := &changelogWriter{d: d, topics: topics, last: map[string]int64{}}
 	if err := t.Stores().LogChanges(lw); err != nil {
@@ -293,6 +422,9 @@ func (d *Driver) AdvanceWallClock(dt time.Duration) error {
 	}
 	if d.closed {
 		return errors.New("topologytest: driver is closed")
+	}
+	if err := d.Commit(); err != nil {
+		return err
 	}
 	d.wall = d.wall.Add(dt)
 	for _, t := range d.tasks {

@@ -133,8 +133,10 @@ func (t *Task) Committed() {
 // punctuator that fired in the aborted transaction fires again, and late/grace
 // decisions see the stream time of the replay, not one that already counts later
 // records). Punctuators scheduled since are dropped and cancelled ones revived: the
-// replay schedules and cancels them again.
+// replay schedules and cancels them again. The record caches are dropped: they hold
+// updates of the aborted transaction, which the replay makes again.
 func (t *Task) Rollback() {
+	t.caches.Drop()
 	s := t.committedTime
 	t.streamTime, t.wallTime = s.streamTime, s.wallTime
 	t.punctuators = t.punctuators[:0]

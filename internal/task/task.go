@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/cache"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/partition"
@@ -98,6 +99,8 @@ type Task struct {
 	initialized   bool
 	closed        bool
 	roundRobin    map[string]int32
+	// caches are the record caches of the task's DSL tables, flushed by Flush.
+	caches *cache.Registry
 }
 
 // New instantiates the sub-topology's nodes and registers its stores. Call Init once the
@@ -118,9 +121,10 @@ func New(cfg Config) (*Task, error) {
 	default:
 		return nil, fmt.Errorf("task %s: unknown deserialization error policy %d", cfg.ID, cfg.OnDeserializationError)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	caches := cache.NewRegistry()
+	ctx, cancel := context.WithCancel(cache.WithRegistry(context.Background(), caches))
 	t := &Task{
-		cfg: cfg, ctx: ctx, cancel: cancel,
+		cfg: cfg, ctx: ctx, cancel: cancel, caches: caches,
 		logger:      cfg.Logger.With("task", cfg.ID.String()),
 		nodes:       map[string]graph.Instance{},
 		sources:     map[string]graph.SourceInstance{},
@@ -128,6 +132,11 @@ func New(cfg Config) (*Task, error) {
 		storeTopics: map[string]string{},
 		roundRobin:  map[string]int32{},
 	}
+	caches.SetRecordFunc(func(md *processor.RecordMetadata) *processor.RecordMetadata {
+		prev := t.current
+		t.current = md
+		return prev
+	})
 	for _, st := range cfg.Subtopology.Stores {
 		topic := names.ChangelogTopic(cfg.ApplicationID, st.Name)
 		var buf *statestore.Buffer
@@ -346,6 +355,22 @@ func (t *Task) badRecord(rec graph.RawRecord, de *graph.DeserializationError) er
 	}
 	return nil
 }
+
+// Flush forwards what the record caches of the task's tables hold back (each key's
+// latest update since the last commit). The runtime calls it at the start of every
+// commit, before the changelog records and offsets are written, so the forwards and
+// what they cause join the transaction; an error is a processing error (a
+// *ProcessError naming the node), recovered from the same way. Rollback drops the
+// caches of an aborted transaction.
+func (t *Task) Flush() error {
+	if err := t.caches.Flush(); err != nil {
+		return t.nodeError(err, nil)
+	}
+	return nil
+}
+
+// Caches is the task's record-cache registry (for tests and metrics).
+func (t *Task) Caches() *cache.Registry { return t.caches }
 
 // PunctuateWallClock fires the wall-clock punctuators due at now.
 func (t *Task) PunctuateWallClock(now time.Time) error {
