@@ -359,6 +359,11 @@ func (t *taskRunner) abandon() {
 	// Records of the dropped transaction may be in the changelogs (at-least-once
 	// writes them without a transaction): the next session restores.
 	t.storesCurrent = false
+	if t.eng != nil {
+		// The engine's time state and the tables' caches belong to the dropped work
+		// too: back to the last commit (a kept at-least-once task goes on with them).
+		t.eng.Rollback()
+	}
 	if t.producer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if t.producer.Transactional() {
