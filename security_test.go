@@ -61,17 +61,28 @@ func newTestPKI(t *testing.T) *testPKI {
 		t.Fatal(err)
 	}
 	p := &testPKI{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), caCert: ca, caKey: key}
-	certPEM, keyPEM := p.issue(t, "broker", x509.ExtKeyUsageServerAuth)
+	p.serverTLS = p.serverConfig(t, time.Now().Add(time.Hour))
+	return p
+}
+
+// serverConfig is a broker's TLS configuration with a certificate valid until notAfter.
+func (p *testPKI) serverConfig(t *testing.T, notAfter time.Time) *tls.Config {
+	t.Helper()
+	certPEM, keyPEM := p.issueUntil(t, "broker", x509.ExtKeyUsageServerAuth, notAfter)
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	return p
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 }
 
 // issue makes a certificate for 127.0.0.1 and localhost signed by the CA.
 func (p *testPKI) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return p.issueUntil(t, cn, usage, time.Now().Add(time.Hour))
+}
+
+func (p *testPKI) issueUntil(t *testing.T, cn string, usage x509.ExtKeyUsage, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -80,8 +91,8 @@ func (p *testPKI) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPE
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
 		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
+		NotBefore:    time.Now().Add(-2 * time.Hour),
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
