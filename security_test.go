@@ -3,18 +3,11 @@ package eddy_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,42 +18,25 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// testPKI is a CA and certificates made for one test: nothing is committed to the
+// testPKI is a CA (kafkatest.CA) made for one test: nothing is committed to the
 // repository, nothing outlives the test.
 type testPKI struct {
+	ca        *kafkatest.CA
 	caPEM     []byte
-	caCert    *x509.Certificate
-	caKey     *ecdsa.PrivateKey
 	serverTLS *tls.Config // for the broker's listener: 127.0.0.1 and "localhost"
 }
 
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := kafkatest.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "eddy test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &testPKI{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), caCert: ca, caKey: key}
+	p := &testPKI{ca: ca, caPEM: ca.PEM()}
 	p.serverTLS = p.serverConfig(t, time.Now().Add(time.Hour))
 	return p
 }
@@ -68,45 +44,21 @@ func newTestPKI(t *testing.T) *testPKI {
 // serverConfig is a broker's TLS configuration with a certificate valid until notAfter.
 func (p *testPKI) serverConfig(t *testing.T, notAfter time.Time) *tls.Config {
 	t.Helper()
-	certPEM, keyPEM := p.issueUntil(t, "broker", x509.ExtKeyUsageServerAuth, notAfter)
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	c, err := p.ca.ServerTLS(notAfter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return c
 }
 
 // issue makes a certificate for 127.0.0.1 and localhost signed by the CA.
 func (p *testPKI) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
 	t.Helper()
-	return p.issueUntil(t, cn, usage, time.Now().Add(time.Hour))
-}
-
-func (p *testPKI) issueUntil(t *testing.T, cn string, usage x509.ExtKeyUsage, notAfter time.Time) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := p.ca.Issue(cn, usage, time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-2 * time.Hour),
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	return certPEM, keyPEM
 }
 
 const testSecret = "pa55-W0rd-never-printed"
