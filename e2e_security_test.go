@@ -1,14 +1,21 @@
 package eddy_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -46,6 +53,11 @@ func TestWordCountExactlyOnceOverTLSAndSASL(t *testing.T) {
 			e.produce(t, 200)
 			cfg := e.config(t)
 			cfg.Security = sec
+			// Everything eddy says, logs at debug level and metrics, is kept to look
+			// for the password in.
+			var logs lockedBuffer
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			cfg.Metrics = prometheus.NewRegistry()
 			in := start(t, e.topo, cfg)
 			waitFor(t, time.Minute, "the counts", func() (bool, error) {
 				if err, done := in.exited(); done {
@@ -53,10 +65,30 @@ func TestWordCountExactlyOnceOverTLSAndSASL(t *testing.T) {
 				}
 				return e.complete(t), nil
 			})
+			srv := httptest.NewServer(in.app.Handler())
+			defer srv.Close()
+			var served strings.Builder
+			for _, path := range []string{"/topology", "/metrics", "/healthz", "/readyz"} {
+				resp, err := http.Get(srv.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				fmt.Fprintf(&served, "%s %d\n%s\n", path, resp.StatusCode, body)
+			}
 			if err := in.stop(); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			e.checkExactlyOnce(t)
+			if !strings.Contains(served.String(), "eddy_") || logs.Len() == 0 {
+				t.Fatalf("no metrics served or no logs written: nothing checked\n%s", served.String())
+			}
+			for what, text := range map[string]string{"the HTTP handler": served.String(), "the logs": logs.String(), "Describe": e.topo.Describe()} {
+				if strings.Contains(text, adminPassword) {
+					t.Errorf("%s show the password", what)
+				}
+			}
 		})
 	}
 }
@@ -160,4 +192,28 @@ func TestCertificateProblemsFailFast(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a bytes.Buffer for a logger written from many goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lockedBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
 }
