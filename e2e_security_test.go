@@ -155,7 +155,8 @@ func TestWrongPasswordFailsFast(t *testing.T) {
 			// kfake closes the connection on a failed SCRAM exchange without an answer
 			// (Kafka answers SASL_AUTHENTICATION_FAILED), so only PLAIN, answered as
 			// Kafka does, can show the cause here.
-			if mech == eddy.SASLPlain && (!errors.Is(err, sarama.ErrSASLAuthenticationFailed) || !strings.Contains(err.Error(), "Invalid username or password")) {
+			if mech == eddy.SASLPlain && (!errors.Is(err, sarama.ErrSASLAuthenticationFailed) || !errors.Is(err, eddy.ErrNotAuthorized) ||
+				!strings.Contains(err.Error(), "Invalid username or password") || !strings.Contains(err.Error(), "check Security.SASL")) {
 				t.Fatalf("error %q: want it to name the authentication failure (sarama.ErrSASLAuthenticationFailed) and the broker's reason", err)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -337,3 +338,35 @@ func (a SASL) LogValue() slog.Value { return slog.StringValue(a.String()) }
 
 // MarshalJSON writes String.
 func (a SASL) MarshalJSON() ([]byte, error) { return json.Marshal(a.String()) }
+
+// ErrNotAuthorized is wrapped by the error Run returns when a broker refused the
+// application's principal an operation (a missing ACL) or refused its credentials.
+// The message names the ACL to grant; the broker's error stays in the chain
+// (errors.Is(err, sarama.ErrGroupAuthorizationFailed) and so on).
+var ErrNotAuthorized = errors.New("eddy: not authorized")
+
+// explainRefusal returns err wrapped with ErrNotAuthorized and the ACL (or the
+// credential) the application needs when err is a broker's authorization or
+// authentication refusal, and err unchanged otherwise. The ACLs are those Kafka
+// Streams documents for a secured cluster, named as kafka-acls.sh takes them.
+func (c Config) explainRefusal(err error) error {
+	if err == nil || errors.Is(err, ErrNotAuthorized) {
+		return err
+	}
+	var need string
+	switch {
+	case errors.Is(err, sarama.ErrGroupAuthorizationFailed):
+		need = fmt.Sprintf("the principal needs READ (and DESCRIBE) on the group %q (kafka-acls.sh --operation Read --group %s)", c.ApplicationID, c.ApplicationID)
+	case errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed):
+		need = fmt.Sprintf("the principal needs WRITE and DESCRIBE on the transactional IDs with prefix %q (kafka-acls.sh --operation Write --operation Describe --transactional-id %s- --resource-pattern-type prefixed)", c.ApplicationID+"-", c.ApplicationID)
+	case errors.Is(err, sarama.ErrTopicAuthorizationFailed):
+		need = fmt.Sprintf("the principal needs DESCRIBE on every topic it uses, READ on its source topics, WRITE on its sink and dead-letter topics, and READ, WRITE, CREATE, DELETE and DESCRIBE on its internal topics, prefix %q (the refused topic is named at the start of this error)", c.ApplicationID+"-")
+	case errors.Is(err, sarama.ErrClusterAuthorizationFailed):
+		need = "the principal needs an operation on the cluster: CREATE (or CREATE on the topics with the application's prefix) to create internal topics, IDEMPOTENT_WRITE on brokers before Kafka 3.0"
+	case errors.Is(err, sarama.ErrSASLAuthenticationFailed):
+		need = "the broker refused the credentials: check Security.SASL (mechanism, username, password or token)"
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w; %s", ErrNotAuthorized, err, need)
+}
