@@ -27,6 +27,7 @@ var missingACLCases = []struct {
 }{
 	{"write on transactional ID", kmsg.ACLResourceTypeTransactionalId, kmsg.ACLOperationWrite, sarama.ErrTransactionalIDAuthorizationFailed, "WRITE and DESCRIBE on the transactional IDs with prefix"},
 	{"describe on topic", kmsg.ACLResourceTypeTopic, kmsg.ACLOperationDescribe, sarama.ErrTopicAuthorizationFailed, "DESCRIBE on every topic"},
+	{"write on topic", kmsg.ACLResourceTypeTopic, kmsg.ACLOperationWrite, sarama.ErrTopicAuthorizationFailed, "DESCRIBE on every topic"},
 }
 
 func TestMissingACLFailsFastNamingIt(t *testing.T) {
