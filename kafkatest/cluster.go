@@ -2,6 +2,8 @@ package kafkatest
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -117,6 +119,9 @@ func DialWith(ctx context.Context, name string, addrs []string, adjust func(*sar
 		if err == nil {
 			return &Cluster{name: name, addrs: append([]string(nil), addrs...), adjust: adjust}, nil
 		}
+		if refused(err) {
+			return nil, fmt.Errorf("kafkatest: the %s cluster at %v refused the connection: %w", name, addrs, err)
+		}
 		if serr := sleep(ctx, 500*time.Millisecond); serr != nil {
 			return nil, fmt.Errorf("kafkatest: cannot reach the %s cluster at %v: %w", name, addrs, err)
 		}
@@ -131,6 +136,13 @@ func (c *Cluster) WithSarama(adjust func(*sarama.Config) error) *Cluster {
 }
 
 func (c *Cluster) endpoint() endpoint { return endpoint{list: c.addrs, adjust: c.adjust} }
+
+// refused reports whether err is a refusal that retrying cannot change: the
+// broker's certificate is not trusted, or the credentials are wrong.
+func refused(err error) bool {
+	var verify *tls.CertificateVerificationError
+	return errors.As(err, &verify) || errors.Is(err, sarama.ErrSASLAuthenticationFailed)
+}
 
 // Name returns "embedded" or "kafka" (or the name given to [Connect]).
 func (c *Cluster) Name() string { return c.name }
