@@ -95,7 +95,7 @@ func (a *App) Run(ctx context.Context) error {
 	if !a.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
-	err := a.run(ctx)
+	err := a.cfg.explainRefusal(a.run(ctx))
 	final := StateStopped
 	if err != nil {
 		final = StateFailed

@@ -97,6 +97,8 @@ type Config struct {
 	// crash) every store that was open is rebuilt from its whole changelog instead of
 	// its tail. Either way nothing is lost: the changelog is the durable copy.
 	StoreNoSync bool
+	// Security: TLS and SASL for every client eddy creates; default plaintext.
+	Security Security
 	// Sarama, if set, adjusts the sarama configuration eddy builds (TLS, SASL, client
 	// ID, timeouts). Settings exactly-once depends on are enforced after it runs.
 	Sarama func(*sarama.Config)
@@ -195,6 +197,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, configErr("AdvertisedAddr", "%q is not host:port", c.AdvertisedAddr)
 		}
 	}
+	if err := c.Security.validate(); err != nil {
+		return c, err
+	}
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join(os.TempDir(), "eddy")
 	}
@@ -216,8 +221,14 @@ func (c Config) saramaConfig() (*sarama.Config, error) {
 	sc.Consumer.Group.Heartbeat.Interval = time.Second
 	sc.Consumer.Group.Rebalance.Timeout = 60 * time.Second
 	sc.Metadata.RefreshFrequency = time.Minute
+	if err := c.Security.ApplyTo(sc); err != nil {
+		return nil, err
+	}
 	if c.Sarama != nil {
 		c.Sarama(sc)
+	}
+	if err := c.Security.checkSkipVerify(sc); err != nil {
+		return nil, err
 	}
 	// A broker holds a JoinGroup until every member has rejoined, up to the rebalance
 	// timeout, but sarama waits Net.ReadTimeout for any response: with a shorter read

@@ -148,7 +148,7 @@ func (b *Broker) Close() {
 // every partition has a leader. Creating a topic that exists fails with an
 // error matching sarama.ErrTopicAlreadyExists (errors.Is).
 func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) error {
-	return createTopic(ctx, b.addrs, name, partitions, configs)
+	return createTopic(ctx, endpoint{list: b.addrs}, name, partitions, configs)
 }
 
 // Cluster returns the broker as a [Cluster] named "embedded", for its

@@ -2,6 +2,8 @@ package kafkatest
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -44,6 +46,7 @@ func BrokersFromEnv() []string {
 type Cluster struct {
 	name   string
 	addrs  []string
+	adjust func(*sarama.Config) error // nil: plaintext
 	broker *Broker
 	scope  string        // the test name for Unique, "" outside a test
 	calls  atomic.Uint32 // Unique's calls: its names never repeat within a Cluster
@@ -94,21 +97,51 @@ func Connect(tb testing.TB, name string, addrs []string) *Cluster {
 // Dial returns a Cluster for the running cluster at addrs once it answers,
 // retrying until ctx ends. It is [Connect] for code that is not a test.
 func Dial(ctx context.Context, name string, addrs []string) (*Cluster, error) {
+	return DialWith(ctx, name, addrs, nil)
+}
+
+// DialWith is [Dial] for a cluster that needs more than a plaintext connection:
+// adjust (for example eddy.Security.ApplyTo) sets the TLS and SASL of every sarama
+// configuration the Cluster's helpers make. An error of adjust ends the dial at once.
+func DialWith(ctx context.Context, name string, addrs []string, adjust func(*sarama.Config) error) (*Cluster, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("kafkatest: dial the %s cluster: no addresses", name)
 	}
 	for {
-		err := withClient(ctx, addrs, func(client sarama.Client) error {
+		ep := endpoint{list: addrs, adjust: adjust}
+		if _, err := ep.config(); err != nil {
+			return nil, err
+		}
+		err := withClient(ctx, ep, func(client sarama.Client) error {
 			_, err := client.Controller()
 			return err
 		})
 		if err == nil {
-			return &Cluster{name: name, addrs: append([]string(nil), addrs...)}, nil
+			return &Cluster{name: name, addrs: append([]string(nil), addrs...), adjust: adjust}, nil
+		}
+		if refused(err) {
+			return nil, fmt.Errorf("kafkatest: the %s cluster at %v refused the connection: %w", name, addrs, err)
 		}
 		if serr := sleep(ctx, 500*time.Millisecond); serr != nil {
 			return nil, fmt.Errorf("kafkatest: cannot reach the %s cluster at %v: %w", name, addrs, err)
 		}
 	}
+}
+
+// WithSarama returns a Cluster on the same brokers whose helpers apply adjust
+// (for example eddy.Security.ApplyTo) to every sarama configuration they make:
+// for an embedded broker started with TLS or SASL.
+func (c *Cluster) WithSarama(adjust func(*sarama.Config) error) *Cluster {
+	return &Cluster{name: c.name, addrs: c.addrs, adjust: adjust, broker: c.broker, scope: c.scope}
+}
+
+func (c *Cluster) endpoint() endpoint { return endpoint{list: c.addrs, adjust: c.adjust} }
+
+// refused reports whether err is a refusal that retrying cannot change: the
+// broker's certificate is not trusted, or the credentials are wrong.
+func refused(err error) bool {
+	var verify *tls.CertificateVerificationError
+	return errors.As(err, &verify) || errors.Is(err, sarama.ErrSASLAuthenticationFailed)
 }
 
 // Name returns "embedded" or "kafka" (or the name given to [Connect]).
@@ -149,7 +182,7 @@ func (c *Cluster) Unique(prefix string) string {
 // (nil for none) and waits until every partition has a leader. The
 // replication factor is the broker's default (1 on the test brokers).
 func (c *Cluster) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) error {
-	return createTopic(ctx, c.addrs, name, partitions, configs)
+	return createTopic(ctx, c.endpoint(), name, partitions, configs)
 }
 
 // Produce writes msgs to topic with an idempotent producer, acks=all, and
@@ -158,7 +191,7 @@ func (c *Cluster) CreateTopic(ctx context.Context, name string, partitions int32
 // partition. Produce sets each message's Topic, and sarama fills in its
 // Partition and Offset.
 func (c *Cluster) Produce(ctx context.Context, topic string, msgs ...*sarama.ProducerMessage) error {
-	return produce(ctx, c.addrs, topic, -1, msgs)
+	return produce(ctx, c.endpoint(), topic, -1, msgs)
 }
 
 // ProduceToPartition is [Cluster.Produce] to one given partition.
@@ -166,7 +199,7 @@ func (c *Cluster) ProduceToPartition(ctx context.Context, topic string, partitio
 	if partition < 0 {
 		return fmt.Errorf("kafkatest: produce to %q: negative partition %d", topic, partition)
 	}
-	return produce(ctx, c.addrs, topic, partition, msgs)
+	return produce(ctx, c.endpoint(), topic, partition, msgs)
 }
 
 // ReadCommitted returns what a read_committed consumer sees of topic: every
@@ -176,7 +209,7 @@ func (c *Cluster) ProduceToPartition(ctx context.Context, topic string, partitio
 // stable offset) are not waited for; call [Cluster.WaitStable] first to wait
 // until no transaction is open.
 func (c *Cluster) ReadCommitted(ctx context.Context, topic string) ([]*sarama.ConsumerMessage, error) {
-	return readCommitted(ctx, c.addrs, topic)
+	return readCommitted(ctx, c.endpoint(), topic)
 }
 
 // EndOffsets returns, per partition of topic, the offset after the last
@@ -184,7 +217,7 @@ func (c *Cluster) ReadCommitted(ctx context.Context, topic string) ([]*sarama.Co
 // offset (first offset of the oldest open transaction) under
 // sarama.ReadCommitted.
 func (c *Cluster) EndOffsets(ctx context.Context, topic string, isolation sarama.IsolationLevel) (map[int32]int64, error) {
-	return endOffsets(ctx, c.addrs, topic, isolation)
+	return endOffsets(ctx, c.endpoint(), topic, isolation)
 }
 
 // CommittedOffsets returns the group's committed offset per partition of
@@ -194,7 +227,7 @@ func (c *Cluster) EndOffsets(ctx context.Context, topic string, isolation sarama
 // Kafka has not yet written are waited for, not missed, so it is safe to
 // call right after CommitTxn.
 func (c *Cluster) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
-	return committedOffsets(ctx, c.addrs, group, topic)
+	return committedOffsets(ctx, c.endpoint(), group, topic)
 }
 
 // WaitStable waits until no transaction is open on topic: the last stable

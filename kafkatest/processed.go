@@ -50,7 +50,7 @@ func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...str
 		return fmt.Errorf("kafkatest: wait until %q has processed its input: no topics given", appID)
 	}
 	behind := "" // the topic the last check found behind
-	err := withClient(ctx, c.addrs, func(client sarama.Client) error {
+	err := withClient(ctx, c.endpoint(), func(client sarama.Client) error {
 		clean := 0 // checks that found every topic processed
 		for {
 			b, err := firstBehind(ctx, client, appID, topics)

@@ -21,7 +21,7 @@ import (
 // every batch, markers included, and aborted transactions are filtered the
 // way Kafka's Java consumer does (AbortedTransactions of the response plus
 // the abort markers).
-func readCommitted(ctx context.Context, addrs []string, topic string) ([]*sarama.ConsumerMessage, error) {
+func readCommitted(ctx context.Context, addrs endpoint, topic string) ([]*sarama.ConsumerMessage, error) {
 	var out []*sarama.ConsumerMessage
 	err := withClient(ctx, addrs, func(client sarama.Client) error {
 		starts, err := listOffsets(client, topic, sarama.OffsetOldest, sarama.ReadCommitted)

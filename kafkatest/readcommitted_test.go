@@ -88,7 +88,7 @@ func TestReadCommitted(t *testing.T) {
 		}
 
 		// One batch per fetch.
-		err = withClient(ctx, c.Addrs(), func(client sarama.Client) error {
+		err = withClient(ctx, c.endpoint(), func(client sarama.Client) error {
 			end, err := listOffsets(client, topic, sarama.OffsetNewest, sarama.ReadCommitted)
 			if err != nil {
 				return err

@@ -35,20 +35,44 @@ func NewSaramaConfig() *sarama.Config {
 	return cfg
 }
 
+// endpoint is where the helpers connect: the bootstrap addresses and an adjustment of
+// the sarama configuration (TLS and SASL of a secured cluster).
+type endpoint struct {
+	list   []string
+	adjust func(*sarama.Config) error
+}
+
+// String prints the addresses, as the helpers' errors name them.
+func (e endpoint) String() string { return fmt.Sprint(e.list) }
+
+// config is NewSaramaConfig with the adjustment applied.
+func (e endpoint) config() (*sarama.Config, error) {
+	cfg := NewSaramaConfig()
+	if e.adjust != nil {
+		if err := e.adjust(cfg); err != nil {
+			return nil, fmt.Errorf("kafkatest: adjust the sarama configuration: %w", err)
+		}
+	}
+	return cfg, nil
+}
+
 // withClient runs fn with a sarama client of addrs, closing it afterwards.
 // fn runs in its own goroutine: when ctx ends first, withClient closes the
 // client (which fails fn's pending calls) and returns ctx's error.
-func withClient(ctx context.Context, addrs []string, fn func(sarama.Client) error) error {
+func withClient(ctx context.Context, addrs endpoint, fn func(sarama.Client) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cfg := NewSaramaConfig()
+	cfg, err := addrs.config()
+	if err != nil {
+		return err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		if d := time.Until(dl); d > 0 && d < cfg.Admin.Timeout {
 			cfg.Admin.Timeout = d
 		}
 	}
-	client, err := sarama.NewClient(addrs, cfg)
+	client, err := sarama.NewClient(addrs.list, cfg)
 	if err != nil {
 		return fmt.Errorf("connecting to %v: %w", addrs, err)
 	}
@@ -79,7 +103,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func createTopic(ctx context.Context, addrs []string, name string, partitions int32, configs map[string]string) error {
+func createTopic(ctx context.Context, addrs endpoint, name string, partitions int32, configs map[string]string) error {
 	if partitions < 1 {
 		return fmt.Errorf("kafkatest: create topic %q: partitions must be at least 1, got %d", name, partitions)
 	}
@@ -140,7 +164,7 @@ func partitionsOf(client sarama.Client, topic string) ([]int32, error) {
 	return client.Partitions(topic)
 }
 
-func endOffsets(ctx context.Context, addrs []string, topic string, isolation sarama.IsolationLevel) (map[int32]int64, error) {
+func endOffsets(ctx context.Context, addrs endpoint, topic string, isolation sarama.IsolationLevel) (map[int32]int64, error) {
 	var out map[int32]int64
 	err := withClient(ctx, addrs, func(client sarama.Client) error {
 		var err error
@@ -223,7 +247,7 @@ func listOffsetsOnce(client sarama.Client, topic string, query int64, isolation 
 	return out, nil
 }
 
-func committedOffsets(ctx context.Context, addrs []string, group, topic string) (map[int32]int64, error) {
+func committedOffsets(ctx context.Context, addrs endpoint, group, topic string) (map[int32]int64, error) {
 	var out map[int32]int64
 	err := withClient(ctx, addrs, func(client sarama.Client) error {
 		ps, err := partitionsOf(client, topic)
@@ -302,14 +326,17 @@ func fetchStableOffsets(client sarama.Client, group, topic string, ps []int32) (
 	return out, nil, nil
 }
 
-func produce(ctx context.Context, addrs []string, topic string, partition int32, msgs []*sarama.ProducerMessage) error {
+func produce(ctx context.Context, addrs endpoint, topic string, partition int32, msgs []*sarama.ProducerMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cfg := NewSaramaConfig()
+	cfg, err := addrs.config()
+	if err != nil {
+		return err
+	}
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
@@ -329,7 +356,7 @@ func produce(ctx context.Context, addrs []string, topic string, partition int32,
 	// An AsyncProducer fed and drained by this goroutine alone: when ctx ends, nothing
 	// else still sends to it, so it can be closed (closing a SyncProducer while its
 	// SendMessages still feeds it panics in sarama: send on closed channel).
-	p, err := sarama.NewAsyncProducer(addrs, cfg)
+	p, err := sarama.NewAsyncProducer(addrs.list, cfg)
 	if err != nil {
 		return fmt.Errorf("kafkatest: produce to %q: connecting to %v: %w", topic, addrs, err)
 	}

@@ -8,7 +8,9 @@
 // it resets the application's committed offsets on its input topics and deletes its
 // internal (changelog and repartition) topics. state inspect and state dump read the
 // bbolt files of a stopped application's state directory. Run "eddy COMMAND -h" for
-// the flags of a command.
+// the flags of a command. reset reaches a secured cluster with the TLS and SASL flags
+// and environment variables (EDDY_TLS_CA_FILE, EDDY_SASL_MECHANISM, EDDY_SASL_USERNAME,
+// EDDY_SASL_PASSWORD, ...) that "eddy reset -h" lists.
 //
 // The command's output goes to stdout; logs and warnings go to stderr.
 package main

@@ -19,6 +19,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/internal/securityflags"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -38,11 +39,14 @@ Makes an application start over, like Kafka's kafka-streams-application-reset:
      <state dir>/ID on every host that ran an instance before starting the application
      again: a store left there would not match its new changelog.
 
---dry-run prints the plan and changes nothing. Plaintext connections only (no TLS or SASL).
+--dry-run prints the plan and changes nothing.
 
 Example:
   eddy reset --brokers localhost:9092 --application-id wordcount --dry-run
-`
+  EDDY_SASL_PASSWORD=... eddy reset --brokers kafka:9093 --application-id wordcount \
+      --tls-ca-file ca.pem --sasl-mechanism SCRAM-SHA-512 --sasl-username wordcount
+
+` + securityflags.Usage
 
 // errGroupActive: the consumer group has members, so the application runs.
 var errGroupActive = errors.New("the application is running")
@@ -57,6 +61,7 @@ type resetOptions struct {
 	stateDir    string
 	timeout     time.Duration
 	logger      *slog.Logger
+	security    eddy.Security
 }
 
 func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -69,14 +74,19 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stateDir := fs.String("state-dir", "", "also delete the local state `DIR`/<application-id> (the application's StateDir on this host)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
 	verbose := fs.Bool("v", false, "log progress to stderr")
+	secFlags := securityflags.Register(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
+	sec, err := secFlags.Security(os.Getenv)
+	if err != nil {
+		return usagef("reset: %v", err)
+	}
 	if len(pos) > 0 {
 		return usagef("reset: unexpected arguments %q", pos)
 	}
-	o := resetOptions{appID: *appID, dryRun: *dryRun, stateDir: *stateDir, timeout: *timeout, logger: newLogger(stderr, *verbose)}
+	o := resetOptions{appID: *appID, dryRun: *dryRun, stateDir: *stateDir, timeout: *timeout, logger: newLogger(stderr, *verbose), security: sec}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			o.brokers = append(o.brokers, b)
@@ -136,7 +146,7 @@ func reset(ctx context.Context, o resetOptions, stdout io.Writer) error {
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
-	k, err := dialKafka(ctx, o.brokers, o.timeout)
+	k, err := dialKafka(ctx, o.brokers, o.timeout, o.security)
 	if err != nil {
 		return err
 	}
@@ -437,7 +447,7 @@ type kafka struct {
 	admin  sarama.ClusterAdmin
 }
 
-func dialKafka(ctx context.Context, brokers []string, timeout time.Duration) (*kafka, error) {
+func dialKafka(ctx context.Context, brokers []string, timeout time.Duration, sec eddy.Security) (*kafka, error) {
 	cfg := sarama.NewConfig()
 	cfg.ClientID = "eddy-reset"
 	// The version eddy's runtime uses: a ceiling, sarama clamps each request to what
@@ -448,6 +458,9 @@ func dialKafka(ctx context.Context, brokers []string, timeout time.Duration) (*k
 	cfg.Admin.Retry.Backoff = 100 * time.Millisecond
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
 	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
+	if err := sec.ApplyTo(cfg); err != nil {
+		return nil, fmt.Errorf("reset: %w", err)
+	}
 	type result struct {
 		c   sarama.Client
 		err error

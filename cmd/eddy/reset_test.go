@@ -32,6 +32,7 @@ type resetEnv struct {
 	stateDir string
 	want     map[string]int64
 	t1       time.Time // the time of every input line but the first two of each partition
+	security eddy.Security
 }
 
 func newResetEnv(t *testing.T, c *kafkatest.Cluster) *resetEnv {
@@ -96,7 +97,7 @@ func (e *resetEnv) start() *instance {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	app, err := eddy.New(topo, eddy.Config{ApplicationID: e.app, Brokers: e.c.Addrs(), StateDir: e.stateDir, Logger: testLogger(e.t)})
+	app, err := eddy.New(topo, eddy.Config{ApplicationID: e.app, Brokers: e.c.Addrs(), StateDir: e.stateDir, Logger: testLogger(e.t), Security: e.security})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -434,7 +435,7 @@ func TestResetLeavesOtherApplications(t *testing.T) {
 			}
 		}
 		// Both groups exist, with committed offsets.
-		k, err := dialKafka(ctx, c.Addrs(), time.Minute)
+		k, err := dialKafka(ctx, c.Addrs(), time.Minute, eddy.Security{})
 		if err != nil {
 			t.Fatal(err)
 		}

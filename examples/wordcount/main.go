@@ -12,6 +12,12 @@
 //	go run ./examples/wordcount -brokers localhost:9092  # a real cluster
 //	echo "to be or not to be" | go run ./examples/wordcount -input - -follow
 //	go run ./examples/wordcount -follow -http 127.0.0.1:8080          # then curl it
+//
+// A secured cluster takes the TLS and SASL flags and environment variables of the eddy
+// tool (-h lists them):
+//
+//	EDDY_SASL_PASSWORD=... go run ./examples/wordcount -brokers kafka:9093 \
+//		-tls-ca-file ca.pem -sasl-mechanism SCRAM-SHA-512 -sasl-username wordcount
 package main
 
 import (
@@ -39,6 +45,7 @@ import (
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/examples/wordcount/dsl"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/internal/securityflags"
 	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/serde"
 )
@@ -55,6 +62,7 @@ type options struct {
 	timeout    time.Duration
 	httpAddr   string
 	procAPI    bool
+	security   eddy.Security // TLS and SASL of -brokers
 }
 
 func main() {
@@ -68,7 +76,14 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up when the input is not processed within this time")
 	flag.BoolVar(&o.procAPI, "processor-api", false, "run the processor-API version of the topology instead of the DSL one")
 	flag.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /topology and /stores/counts/keys/{word} on this host:port")
+	secFlags := securityflags.Register(flag.CommandLine)
 	flag.Parse()
+	sec, err := secFlags.Security(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wordcount:", err)
+		os.Exit(2)
+	}
+	o.security = sec
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, os.Stdout); err != nil {
@@ -95,6 +110,9 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	var brokers []string
 	var cluster *kafkatest.Cluster
 	if o.brokers == "" {
+		if o.security.TLS != nil || o.security.SASL != nil {
+			return errors.New("the TLS and SASL settings are for a cluster given with -brokers: the embedded broker is plaintext")
+		}
 		b, err := kafkatest.NewBroker()
 		if err != nil {
 			return fmt.Errorf("start the embedded broker: %w", err)
@@ -113,12 +131,13 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		defer os.RemoveAll(dir)
 		o.stateDir = dir
 	}
-	cluster, err = kafkatest.Dial(ctx, "wordcount", brokers)
+	k := kafka{brokers: brokers, security: o.security}
+	cluster, err = kafkatest.DialWith(ctx, "wordcount", brokers, o.security.ApplyTo)
 	if err != nil {
 		return err
 	}
 	for _, topic := range []string{wordcount.InputTopic, wordcount.OutputTopic} {
-		if err := ensureTopic(ctx, brokers, cluster, topic, int32(o.partitions)); err != nil {
+		if err := ensureTopic(ctx, k, cluster, topic, int32(o.partitions)); err != nil {
 			return err
 		}
 	}
@@ -130,7 +149,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := eddy.Config{ApplicationID: appID, Brokers: brokers, StateDir: o.stateDir, Logger: logger}
+	cfg := eddy.Config{ApplicationID: appID, Brokers: brokers, StateDir: o.stateDir, Logger: logger, Security: o.security}
 	var ln net.Listener
 	if o.httpAddr != "" {
 		ln, err = net.Listen("tcp", o.httpAddr)
@@ -159,7 +178,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	go func() { appDone <- app.Run(appCtx) }()
 
 	if o.follow {
-		return follow(ctx, brokers, cluster, in, stdout, appDone)
+		return follow(ctx, k, cluster, in, stdout, appDone)
 	}
 	n, err := produceLines(ctx, cluster, in)
 	if err != nil {
@@ -182,6 +201,29 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	return printCounts(stdout, counts)
 }
 
+// kafka is the cluster the command's own clients (topics, input, output) connect to,
+// with the application's TLS and SASL settings.
+type kafka struct {
+	brokers  []string
+	security eddy.Security
+}
+
+func (k kafka) config() (*sarama.Config, error) {
+	cfg := kafkatest.NewSaramaConfig()
+	if err := k.security.ApplyTo(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func (k kafka) client() (sarama.Client, error) {
+	cfg, err := k.config()
+	if err != nil {
+		return nil, err
+	}
+	return sarama.NewClient(k.brokers, cfg)
+}
+
 func openInput(path string) (io.ReadCloser, error) {
 	switch path {
 	case "":
@@ -197,8 +239,8 @@ func openInput(path string) (io.ReadCloser, error) {
 }
 
 // ensureTopic creates topic unless it exists.
-func ensureTopic(ctx context.Context, brokers []string, c *kafkatest.Cluster, topic string, partitions int32) error {
-	client, err := sarama.NewClient(brokers, kafkatest.NewSaramaConfig())
+func ensureTopic(ctx context.Context, k kafka, c *kafkatest.Cluster, topic string, partitions int32) error {
+	client, err := k.client()
 	if err != nil {
 		return err
 	}
@@ -286,10 +328,13 @@ func printCounts(w io.Writer, counts map[string]int64) error {
 
 // follow produces the input as it comes and prints every committed count update until
 // interrupted.
-func follow(ctx context.Context, brokers []string, c *kafkatest.Cluster, in io.Reader, stdout io.Writer, appDone <-chan error) error {
-	cfg := kafkatest.NewSaramaConfig()
+func follow(ctx context.Context, k kafka, c *kafkatest.Cluster, in io.Reader, stdout io.Writer, appDone <-chan error) error {
+	cfg, err := k.config()
+	if err != nil {
+		return err
+	}
 	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
-	consumer, err := sarama.NewConsumer(brokers, cfg)
+	consumer, err := sarama.NewConsumer(k.brokers, cfg)
 	if err != nil {
 		return err
 	}
