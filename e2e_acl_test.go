@@ -27,6 +27,8 @@ var missingACLCases = []struct {
 }{
 	{"write on transactional ID", kmsg.ACLResourceTypeTransactionalId, kmsg.ACLOperationWrite, sarama.ErrTransactionalIDAuthorizationFailed, "WRITE and DESCRIBE on the transactional IDs with prefix"},
 	{"describe on topic", kmsg.ACLResourceTypeTopic, kmsg.ACLOperationDescribe, sarama.ErrTopicAuthorizationFailed, "DESCRIBE on every topic"},
+	{"read on topic", kmsg.ACLResourceTypeTopic, kmsg.ACLOperationRead, sarama.ErrTopicAuthorizationFailed, "DESCRIBE on every topic"},
+	{"read on group", kmsg.ACLResourceTypeGroup, kmsg.ACLOperationRead, sarama.ErrGroupAuthorizationFailed, "READ (and DESCRIBE) on the group"},
 	// No "write on topic" case: the refused AddPartitionsToTxn runs into a data race
 	// inside sarama (transactionManager.transitionTo against publishTxnPartitions,
 	// sarama 1.61.1) that -race reports. Without -race, Run stops within 4 s naming it.

@@ -228,6 +228,12 @@ func (rt *runtime) run(parent context.Context) error {
 	go func() {
 		defer close(errsDone)
 		for err := range group.Errors() {
+			// A fetch refused for want of READ on a topic is retried by sarama for
+			// ever, each refusal reported here: stop instead.
+			if refused(err) {
+				rt.fail(fmt.Errorf("eddy: consumer group %q: %w", rt.cfg.ApplicationID, err))
+				continue
+			}
 			rt.logger.Warn("consumer group", "error", err)
 		}
 	}()
@@ -241,6 +247,11 @@ func (rt *runtime) run(parent context.Context) error {
 		}
 		if err != nil {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				break
+			}
+			// A refusal does not pass with time: rejoining would retry it for ever.
+			if refused(err) {
+				rt.fail(fmt.Errorf("eddy: consumer group %q: %w", rt.cfg.ApplicationID, err))
 				break
 			}
 			delay := rejoin.Next()
@@ -304,6 +315,13 @@ func (rt *runtime) producerInitTimeout() time.Duration {
 	// The group waits for us while this runs (no heartbeats yet): stay well inside the
 	// session timeout.
 	return max(rt.sc.Consumer.Group.Session.Timeout/2, 2*time.Second)
+}
+
+// refused reports whether the broker refused the group's principal: no READ on the
+// group or a topic, or failed authentication.
+func refused(err error) bool {
+	return errors.Is(err, sarama.ErrGroupAuthorizationFailed) || errors.Is(err, sarama.ErrTopicAuthorizationFailed) ||
+		errors.Is(err, sarama.ErrSASLAuthenticationFailed)
 }
 
 // newTask makes the runner of a task newly assigned to this instance.
