@@ -22,6 +22,9 @@ step "go mod download"
 go mod download
 
 kafka=integration/kafka.sh
+# The broker also gets a SASL_SSL listener (SCRAM, StandardAuthorizer; the PLAINTEXT one
+# stays) for TestSecuredKafka.
+export EDDY_KAFKA_SECURE=${EDDY_KAFKA_SECURE:-1}
 if $kafka status >/dev/null 2>&1; then
 	step "using the Kafka broker that is already running ($($kafka status))"
 	addr=$($kafka addr)
@@ -33,6 +36,18 @@ else
 		exit 1
 	fi
 	trap 'step "stopping Kafka"; $kafka stop || true' EXIT
+fi
+
+# The secured listener's client settings go to the tests under EDDY_TEST_SECURE_*, not
+# under the EDDY_TLS_* / EDDY_SASL_* names the CLI and the examples read: their own tests
+# run against plaintext brokers.
+if secure_env=$($kafka secure-env 2>/dev/null); then
+	while IFS='=' read -r name value; do
+		[[ $name == EDDY_* ]] && export "EDDY_TEST_SECURE_${name#EDDY_}=$value"
+	done < <(grep -v '^export ' <<<"$secure_env")
+	step "secured listener: $EDDY_TEST_SECURE_SECURE_BROKERS"
+else
+	step "no secured listener on this broker: TestSecuredKafka will fail (start it with EDDY_KAFKA_SECURE=1)"
 fi
 
 if (($# == 0)); then
