@@ -293,6 +293,22 @@ func TestBulkRestoreInterrupted(t *testing.T) {
 	sameMap(t, "after the refused bulk restore", dumpOK(t, be, len(records)), want)
 	noStaging(t, be, "refused")
 
+	// Nor one with a checkpoint and no keys (restored from an empty changelog prefix).
+	if err := be.Write(Batch{Checkpoints: map[string]int64{"t": 7}}); err != nil {
+		t.Fatal(err)
+	}
+	br, err = NewBulkRestorer(be, "t", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(t, rng, records[:10], 0, true, br.Add)
+	if err := br.Finish(context.Background()); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("bulk restore into a store with a checkpoint: %v, want ErrNotEmpty", err)
+	}
+	if off, ok, err := be.Checkpoint("t"); err != nil || !ok || off != 7 {
+		t.Fatalf("checkpoint after the refused bulk restore: %d %v %v, want 7", off, ok, err)
+	}
+
 	// Wipe drops a leftover staging bucket too.
 	if err := be.(*boltBackend).db.Update(func(tx *bolt.Tx) error {
 		st, err := tx.CreateBucketIfNotExists(stagingBucket)
