@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // BulkRestorerOptions bound the memory of a BulkRestorer.
@@ -164,14 +165,39 @@ func (r *BulkRestorer) Records() int64 { return r.records }
 // Runs is the number of run files written so far.
 func (r *BulkRestorer) Runs() int { return len(r.runs) }
 
-// sortedMem returns the gathered keys in order.
+// sortedMem returns the gathered keys in order. As in RestoreBatch, keys compare first
+// by an 8-byte integer prefix: one integer comparison for most pairs instead of a
+// string comparison, which halves the sort.
 func (r *BulkRestorer) sortedMem() []string {
-	keys := make([]string, 0, len(r.mem))
-	for k := range r.mem {
-		keys = append(keys, k)
+	type pk struct {
+		prefix uint64
+		key    string
 	}
-	slices.Sort(keys)
+	ps := make([]pk, 0, len(r.mem))
+	for k := range r.mem {
+		ps = append(ps, pk{keyPrefixString(k), k})
+	}
+	slices.SortFunc(ps, func(a, b pk) int {
+		if a.prefix != b.prefix {
+			if a.prefix < b.prefix {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	keys := make([]string, len(ps))
+	for i, p := range ps {
+		keys[i] = p.key
+	}
 	return keys
+}
+
+// keyPrefixString is keyPrefix of a string key.
+func keyPrefixString(key string) uint64 {
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // spill writes the gathered keys as one sorted run file and empties memory. A run
