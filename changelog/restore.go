@@ -277,8 +277,9 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 			logger.Info("restoring store", "done", next-from, "remaining", end-next, "records_per_sec", int64(rate))
 		}
 	}
+	var loadTime time.Duration
 	if bulk != nil {
-		runs := bulk.Runs()
+		runs, loadStart := bulk.Runs(), time.Now()
 		if err := bulk.Finish(ctx); err != nil {
 			if ctx.Err() != nil {
 				logger.Info("restore from empty interrupted while loading; the store stays empty", "records", res.Records)
@@ -287,14 +288,15 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 			}
 			return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
 		}
-		logger.Debug("store loaded in key order", "run_files", runs)
+		loadTime = time.Since(loadStart)
+		logger.Debug("store loaded in key order", "run_files", runs, "load", loadTime.Round(time.Millisecond))
 	} else if err := sr.Finish(); err != nil {
 		return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, err)
 	}
 	res.Duration = time.Since(began)
 	rate := float64(res.Records) / res.Duration.Seconds()
 	r.report(Progress{Store: store, Topic: topic, Partition: partition, Done: end - from, Total: end - from, Rate: rate, Finished: true})
-	logger.Info("store restored", "records", res.Records, "offsets", end-from, "duration", res.Duration.Round(time.Millisecond), "records_per_sec", int64(rate))
+	logger.Info("store restored", "records", res.Records, "offsets", end-from, "duration", res.Duration.Round(time.Millisecond), "records_per_sec", int64(rate), "key_order_load", loadTime.Round(time.Millisecond))
 	return res, nil
 }
 
