@@ -67,6 +67,7 @@ type BulkRestorer struct {
 	// a restore's CPU time).
 	gathered []gatheredRecord
 	arena    arena
+	sortedN  int // the first sortedN gathered records are sorted (see sortGathered)
 	bytes    int
 	runs     []string // run files, oldest first
 	dir      string   // spill directory of this restore, made at the first spill
@@ -189,7 +190,7 @@ func (r *BulkRestorer) compact() {
 		i = j
 	}
 	clear(r.gathered)
-	r.gathered, r.arena = out, fresh
+	r.gathered, r.arena, r.sortedN = out, fresh, len(out)
 }
 
 // gatheredRecord is one added record; a nil value is a tombstone.
@@ -224,20 +225,40 @@ func (a *arena) copy(b []byte) []byte {
 
 // sortGathered sorts the gathered records by key, then log order. Keys compare first
 // by their 8-byte integer prefix, as in RestoreBatch: one integer comparison for most
-// pairs.
+// pairs. The first sortedN records are sorted already (compact's output): only the
+// records after them are sorted, then merged with them in one pass, so an
+// overwrite-heavy changelog, compacted again and again, is not sorted again and again.
 func (r *BulkRestorer) sortGathered() {
-	slices.SortFunc(r.gathered, func(a, b gatheredRecord) int {
-		if a.prefix != b.prefix {
-			if a.prefix < b.prefix {
-				return -1
+	head, tail := r.gathered[:r.sortedN], r.gathered[r.sortedN:]
+	slices.SortFunc(tail, compareGathered)
+	if len(head) > 0 && len(tail) > 0 {
+		merged := make([]gatheredRecord, 0, len(r.gathered))
+		for len(head) > 0 && len(tail) > 0 {
+			// On equal keys the head's record is older (a lower pos): it goes first.
+			if compareGathered(tail[0], head[0]) < 0 {
+				merged, tail = append(merged, tail[0]), tail[1:]
+			} else {
+				merged, head = append(merged, head[0]), head[1:]
 			}
-			return 1
 		}
-		if c := bytes.Compare(a.key, b.key); c != 0 {
-			return c
+		merged = append(append(merged, head...), tail...)
+		clear(r.gathered)
+		r.gathered = merged
+	}
+	r.sortedN = len(r.gathered)
+}
+
+func compareGathered(a, b gatheredRecord) int {
+	if a.prefix != b.prefix {
+		if a.prefix < b.prefix {
+			return -1
 		}
-		return a.pos - b.pos
-	})
+		return 1
+	}
+	if c := bytes.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	return a.pos - b.pos
 }
 
 // lastOf returns the index after the group of records with the key of gathered[i]
@@ -355,7 +376,7 @@ func (r *BulkRestorer) Abort() error {
 // records of a run may be spilled while earlier slices are still referenced nowhere).
 func (r *BulkRestorer) resetGathered() {
 	clear(r.gathered)
-	r.gathered, r.arena, r.bytes = r.gathered[:0], arena{}, 0
+	r.gathered, r.arena, r.bytes, r.sortedN = r.gathered[:0], arena{}, 0, 0
 }
 
 func (r *BulkRestorer) cleanup() {
