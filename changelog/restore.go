@@ -201,6 +201,8 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 			return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
 		}
 	}
+	ahead := &fetchAhead{client: r.Client, topic: topic, partition: partition, maxBytes: maxBytes}
+	defer ahead.stop()
 	for next < end {
 		if err := ctx.Err(); err != nil {
 			if bulk != nil {
@@ -218,12 +220,13 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 			res.Duration = time.Since(began)
 			return res, err
 		}
-		batch, newNext, err := kread.Fetch(r.Client, topic, partition, next, end, maxBytes)
+		batch, newNext, err := ahead.fetch(next, end)
 		if err != nil {
 			if errors.Is(err, sarama.ErrOffsetOutOfRange) {
 				// The log start moved past us (truncated): what we have is not a prefix
 				// of the log any more.
 				logger.Warn("changelog truncated under the restore; starting over", "at", next)
+				ahead.stop()
 				if bulk != nil {
 					if err := bulk.Abort(); err != nil {
 						return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
@@ -303,5 +306,57 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 func (r *Restorer) report(p Progress) {
 	if r.OnProgress != nil {
 		r.OnProgress(p)
+	}
+}
+
+// fetchAhead reads a changelog partition one fetch ahead of the restore: while the
+// store takes one fetch's records, the next fetch is under way, so the broker's round
+// trip overlaps the store work (a restoring task otherwise waits for each fetch in
+// turn). At most one fetch is outstanding; its goroutine is owned by the restore, which
+// waits for it in stop (a fetch ends within the client's timeouts, as a synchronous one
+// does).
+type fetchAhead struct {
+	client    sarama.Client
+	topic     string
+	partition int32
+	maxBytes  int32
+	pending   chan fetchResult // the outstanding fetch, at offset at; nil if none
+	at        int64
+}
+
+type fetchResult struct {
+	batch []kread.Record
+	next  int64
+	err   error
+}
+
+// fetch returns what kread.Fetch returns for next, from the fetch ahead if it is at
+// next, and starts the fetch after it.
+func (f *fetchAhead) fetch(next, end int64) ([]kread.Record, int64, error) {
+	var res fetchResult
+	if f.pending != nil && f.at == next {
+		res = <-f.pending
+		f.pending = nil
+	} else {
+		f.stop()
+		res.batch, res.next, res.err = kread.Fetch(f.client, f.topic, f.partition, next, end, f.maxBytes)
+	}
+	if res.err == nil && res.next > next && res.next < end {
+		ch := make(chan fetchResult, 1)
+		f.pending, f.at = ch, res.next
+		go func(at int64) {
+			var r fetchResult
+			r.batch, r.next, r.err = kread.Fetch(f.client, f.topic, f.partition, at, end, f.maxBytes)
+			ch <- r
+		}(res.next)
+	}
+	return res.batch, res.next, res.err
+}
+
+// stop waits for the outstanding fetch, if any, and drops it.
+func (f *fetchAhead) stop() {
+	if f.pending != nil {
+		<-f.pending
+		f.pending = nil
 	}
 }
