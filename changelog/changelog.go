@@ -11,7 +11,8 @@
 // stable offset (never the high-water mark: transaction markers occupy offsets, so a
 // reader waiting for the high-water mark can wait forever), reading with read_committed
 // and applying the fetched records in large sorted backend writes, each with the
-// checkpoint it reaches.
+// checkpoint it reaches; a store restored from empty is built in key order instead and
+// gets its checkpoint at the end (statestore.BulkRestorer).
 package changelog
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -185,5 +186,96 @@ func TestRestoreWipesAStoreAheadOfItsChangelog(t *testing.T) {
 			t.Fatalf("restore did not wipe a store whose checkpoint is past the end: %+v", res)
 		}
 		sameContent(t, storeContent(t, backend, "s"), want)
+	})
+}
+
+// TestRestoreFromEmptyOnBolt: on bbolt, a restore from empty is built in key order
+// (statestore.BulkRestorer, with a budget small enough to spill runs). Interrupted
+// while reading or while loading, it leaves the store empty with no checkpoint and no
+// run files; run to the end it gives the store a plain restore (NoBulk) gives.
+func TestRestoreFromEmptyOnBolt(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx := context.Background()
+		topic := c.Unique("store-changelog")
+		if err := c.CreateTopic(ctx, topic, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+			t.Fatal(err)
+		}
+		want := writeChangelog(t, c, topic, 40, 50, map[int]bool{5: true, 22: true})
+		client, err := sarama.NewClient(c.Addrs(), kafkatest.NewSaramaConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		_, end, err := changelog.EndOffsets(client, topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		backend, err := statestore.OpenBolt(dir, statestore.BoltOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer backend.Close()
+		stillEmpty := func(what string) {
+			t.Helper()
+			if cp, ok, err := backend.Checkpoint("s"); err != nil || ok {
+				t.Fatalf("%s: checkpoint %d %v %v; want none", what, cp, ok, err)
+			}
+			if n, err := backend.Count("s"); err != nil || n != 0 {
+				t.Fatalf("%s: %d keys (%v); want none", what, n, err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(dir, ".restore-*")); len(left) > 0 {
+				t.Fatalf("%s: run files left: %v", what, left)
+			}
+		}
+		r := &changelog.Restorer{Client: client, FetchMaxBytes: 4096, FromEmpty: statestore.BulkRestorerOptions{MaxBytes: 2048, TxBytes: 1024}}
+
+		// Interrupted while reading, as a rebalance would.
+		stopCtx, stop := context.WithCancel(ctx)
+		r.OnProgress = func(p changelog.Progress) {
+			if !p.Finished && p.Done > p.Total/2 {
+				stop()
+			}
+		}
+		if res, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) || !res.Wiped || res.Records == 0 {
+			t.Fatalf("interrupted restore: %+v %v; want context.Canceled after some records", res, err)
+		}
+		stillEmpty("interrupted while reading")
+
+		// Interrupted after the last fetch, before the load.
+		stopCtx, stop = context.WithCancel(ctx)
+		r.OnProgress = func(p changelog.Progress) {
+			if !p.Finished && p.Done == p.Total {
+				stop()
+			}
+		}
+		if _, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) {
+			t.Fatalf("restore interrupted before the load: %v; want context.Canceled", err)
+		}
+		stillEmpty("interrupted before the load")
+
+		r.OnProgress = nil
+		res, err := r.Restore(ctx, backend, "s", topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Wiped || res.From != 0 || res.To != end {
+			t.Fatalf("restore from empty: %+v", res)
+		}
+		if cp, ok, _ := backend.Checkpoint("s"); !ok || cp != end {
+			t.Fatalf("checkpoint %d (%v), want %d", cp, ok, end)
+		}
+		sameContent(t, storeContent(t, backend, "s"), want)
+
+		// The plain path gives the same store.
+		plain, err := statestore.OpenBolt(t.TempDir(), statestore.BoltOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		if _, err := (&changelog.Restorer{Client: client, NoBulk: true}).Restore(ctx, plain, "s", topic, 0); err != nil {
+			t.Fatal(err)
+		}
+		sameContent(t, storeContent(t, plain, "s"), storeContent(t, backend, "s"))
 	})
 }

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -231,4 +232,86 @@ func BenchmarkOpen(b *testing.B) {
 		}
 		b.ReportMetric(float64(fi.Size())/(1<<20)/(b.Elapsed().Seconds()/float64(b.N)), "MB/s")
 	})
+}
+
+// BenchmarkRestoreFromEmpty: 1M changelog records over 100k or 1M random 16-byte keys
+// (100-byte values) restored into an empty store from fetches of 8192 records, side by
+// side: "restorer" (batched random-order writes, the tail path), "bulk" (BulkRestorer:
+// gather, sort, load in key order), "bulk-spill" (the same with a 4 MiB budget: sorted
+// runs spilled to files and merged). Run with -benchtime=1x.
+func BenchmarkRestoreFromEmpty(b *testing.B) {
+	const records, fetch = 1_000_000, 8192
+	for _, keys := range []int{100_000, 1_000_000} {
+		for _, how := range []string{"restorer", "bulk", "bulk-spill"} {
+			b.Run(fmt.Sprintf("keys=%d/%s", keys, how), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(5, 6))
+				vals := make([][]byte, 64)
+				for i := range vals {
+					vals[i] = benchValue(rng)
+				}
+				order := make([]uint64, records)
+				for i := range order {
+					if keys == records {
+						order[i] = uint64(i) // every key once
+					} else {
+						order[i] = uint64(rng.IntN(keys))
+					}
+				}
+				for range b.N {
+					b.StopTimer()
+					dir := b.TempDir()
+					be, err := OpenBolt(dir, BoltOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					var add func([]Entry, int64) error
+					var finish func() error
+					switch how {
+					case "restorer":
+						r := NewRestorer(be, "s", RestorerOptions{})
+						add, finish = r.Add, r.Finish
+					default:
+						opts := BulkRestorerOptions{}
+						if how == "bulk-spill" {
+							opts.MaxBytes = 4 << 20
+						}
+						r, err := NewBulkRestorer(be, "s", opts)
+						if err != nil {
+							b.Fatal(err)
+						}
+						add, finish = r.Add, func() error { return r.Finish(context.Background()) }
+					}
+					for off := 0; off < records; off += fetch {
+						n := min(fetch, records-off)
+						recs := make([]Entry, n)
+						kb := make([]byte, n*benchKeySize)
+						for j := range n {
+							recs[j] = Entry{Key: benchKey(kb[j*benchKeySize:j*benchKeySize], order[off+j]), Value: vals[(off+j)%len(vals)]}
+						}
+						b.StartTimer()
+						if err := add(recs, int64(off+n)); err != nil {
+							b.Fatal(err)
+						}
+						b.StopTimer()
+					}
+					b.StartTimer()
+					if err := finish(); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					if off, _, err := be.Checkpoint("s"); err != nil || off != records {
+						b.Fatalf("checkpoint %d %v", off, err)
+					}
+					if fi, err := os.Stat(dir + "/" + BoltFileName); err == nil {
+						b.ReportMetric(float64(fi.Size())/(1<<20), "file-MB")
+					}
+					if err := be.Close(); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(records*b.N)/b.Elapsed().Seconds(), "records/s")
+			})
+		}
+	}
 }

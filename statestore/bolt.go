@@ -809,7 +809,7 @@ func (b *boltBackend) Wipe(store string) error {
 					}
 				}
 			}
-			return nil
+			return dropStaging(tx, store) // an interrupted bulk restore's
 		})
 	})
 }
