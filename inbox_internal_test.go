@@ -15,33 +15,35 @@ func msg(topic string, offset int64, ts int64) *sarama.ConsumerMessage {
 // The committed offset of a topic is the largest of the claim's start, the task's
 // commits and its offsets record, and it never moves back within the task's life: not
 // when a coordinator answers a stale offset to a later claim, not across sessions.
-func TestInboxStartNeverMovesBack(t *testing.T) {
-	in := newInbox()
-	in.reset()
-	in.start("a", 10, nil)
-	if got := in.startOf("a"); got != 10 {
+func TestCommittedOffsetsNeverMoveBack(t *testing.T) {
+	c := newCommittedOffsets()
+	if known := c.claim("a", 10); known != -1 {
+		t.Fatalf("first claim: known %d, want -1", known)
+	}
+	if got := c.of("a"); got != 10 {
 		t.Fatalf("after the claim: %d, want 10", got)
 	}
-	in.committed("a", 25)
-	in.committed("a", 20) // older: ignored
-	in.setFloor("a", 22)  // lower than what the task committed: no effect
-	if got := in.startOf("a"); got != 25 {
-		t.Fatalf("after commits 25 then 20 and a floor 22: %d, want 25", got)
+	c.advance("a", 25)
+	c.advance("a", 20) // older: ignored
+	if got := c.of("a"); got != 25 {
+		t.Fatalf("after commits 25 then 20: %d, want 25", got)
 	}
-	in.reset()            // a new session of the same task
-	in.start("a", 3, nil) // a coordinator answering a stale offset
-	if got := in.startOf("a"); got != 25 {
+	c.newSession() // a new session of the same task
+	if known := c.claim("a", 3); known != 25 {
+		t.Errorf("a stale claim: known %d, want 25 (for the warning)", known)
+	}
+	if got := c.of("a"); got != 25 {
 		t.Errorf("a new session's stale claim moved the start back to %d, want 25", got)
 	}
-	in.setFloor("a", 30)
-	if got := in.startOf("a"); got != 30 {
-		t.Errorf("floor 30: %d", got)
+	c.advance("a", 30)
+	if got := c.of("a"); got != 30 {
+		t.Errorf("record 30: %d", got)
 	}
-	in.forget("a") // the topic was recreated: only this session's claim counts
-	if got := in.startOf("a"); got != 3 {
+	c.forget("a") // the topic was recreated: only this session's claim counts
+	if got := c.of("a"); got != 3 {
 		t.Errorf("after forget: %d, want the claim's 3", got)
 	}
-	if got := in.startOf("unknown"); got != -1 {
+	if got := c.of("unknown"); got != -1 {
 		t.Errorf("a topic with no start: %d, want -1", got)
 	}
 }
@@ -49,11 +51,12 @@ func TestInboxStartNeverMovesBack(t *testing.T) {
 // pop hands out records in timestamp order across the task's partitions (ties by topic)
 // and drops those below the committed offset.
 func TestInboxPopOrdersAndSkipsCommitted(t *testing.T) {
-	in := newInbox()
+	c := newCommittedOffsets()
+	in := newInbox(c)
 	in.reset()
 	in.start("a", 0, nil)
 	in.start("b", 0, nil)
-	in.committed("b", 2)
+	c.advance("b", 2)
 	ctx := context.Background()
 	for _, m := range []*sarama.ConsumerMessage{msg("a", 0, 5), msg("a", 1, 9), msg("a", 2, 9)} {
 		in.push(ctx, m)
@@ -87,7 +90,7 @@ func TestInboxPopOrdersAndSkipsCommitted(t *testing.T) {
 
 // A closed inbox drops pushes instead of blocking its claim.
 func TestInboxClosedDropsPushes(t *testing.T) {
-	in := newInbox()
+	in := newInbox(newCommittedOffsets())
 	in.reset()
 	in.close()
 	done := make(chan struct{})

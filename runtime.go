@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +22,6 @@ import (
 	"github.com/eddy-streams/eddy/internal/flock"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/metrics"
-	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -39,7 +37,8 @@ type runtime struct {
 	client   sarama.Client // group, metadata, offsets, at-least-once producers
 	admin    sarama.ClusterAdmin
 	restoreC sarama.Client // changelog fetches, apart from the group's long polls
-	restorer *changelog.Restorer
+	// restoreProto is the restorer every task copies and adjusts.
+	restoreProto *changelog.Restorer
 	// restoreSlots bounds the stores restoring at once.
 	restoreSlots chan struct{}
 	// flushSlots bounds the tasks writing their stores at once (see taskRunner.commit).
@@ -55,6 +54,8 @@ type runtime struct {
 
 	// registry alone holds the task set, the generation and the task owners.
 	registry *taskRegistry
+	// settings are what every task is made with.
+	settings taskSettings
 
 	mu     sync.Mutex
 	rejoin chan struct{} // closed to end the current session
@@ -125,11 +126,12 @@ func newRuntime(a *App) (*runtime, error) {
 		rt.unlockStateDir()
 		return nil, fmt.Errorf("eddy: connect to brokers %v: %w", cfg.Brokers, err)
 	}
-	rt.restorer = &changelog.Restorer{Client: rt.restoreC, Logger: rt.logger}
+	rt.restoreProto = &changelog.Restorer{Client: rt.restoreC, Logger: rt.logger}
 	// Restores and store writes are CPU-bound: more at once than cores is no faster.
 	slots := max(2, goruntime.GOMAXPROCS(0))
 	rt.restoreSlots = make(chan struct{}, slots)
 	rt.flushSlots = make(chan struct{}, slots)
+	rt.settings = rt.taskSettings()
 	return rt, nil
 }
 
@@ -303,7 +305,7 @@ func (rt *runtime) onAssignment(assigned []processor.TaskID, generation int32, h
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if err := t.initProducer(ctx); err != nil {
+			if err := t.txn.ensure(ctx); err != nil {
 				rt.logger.Warn("creating the task's producer failed; retrying when the task starts", "task", t.id.String(), "error", err)
 			}
 		})
@@ -325,7 +327,9 @@ func refused(err error) bool {
 }
 
 // newTask makes the runner of a task newly assigned to this instance.
-func (rt *runtime) newTask(id processor.TaskID) *taskRunner { return newTaskRunner(rt, id) }
+func (rt *runtime) newTask(id processor.TaskID) *taskRunner {
+	return newTaskRunner(rt, rt.settings, id)
+}
 
 func (rt *runtime) task(id processor.TaskID) *taskRunner {
 	return rt.registry.get(id)
@@ -338,63 +342,6 @@ func (rt *runtime) taskFor(topic string, partition int32) *taskRunner {
 		return nil
 	}
 	return rt.task(processor.TaskID{Subtopology: s.ID, Partition: partition})
-}
-
-// partitionCount returns (and caches) the partition count of an output topic.
-func (rt *runtime) partitionCount(topic string) (int32, error) {
-	rt.partsMu.Lock()
-	n, ok := rt.partitions[topic]
-	rt.partsMu.Unlock()
-	if ok {
-		return n, nil
-	}
-	parts, err := rt.client.Partitions(topic)
-	if err != nil {
-		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
-			return 0, fmt.Errorf("%w: %q", ErrMissingTopic, topic)
-		}
-		return 0, err
-	}
-	n = int32(len(parts))
-	rt.partsMu.Lock()
-	rt.partitions[topic] = n
-	rt.partsMu.Unlock()
-	return n, nil
-}
-
-// checkOwnership asks the group coordinator whether this member still holds task t in
-// a stable group. It returns a Fenced error when not: the task must be dropped, not
-// revived.
-func (rt *runtime) checkOwnership(ctx context.Context, sess sarama.ConsumerGroupSession, t *taskRunner) error {
-	notOurs := func(why string) error {
-		return &taskError{task: t.id, op: "check ownership", rec: taskMigrated, err: errors.New(why)}
-	}
-	if sess == nil || sess.Context().Err() != nil {
-		return notOurs("the group session ended")
-	}
-	groups, err := rt.admin.DescribeConsumerGroups([]string{rt.cfg.ApplicationID})
-	if err != nil || len(groups) != 1 {
-		return &taskError{task: t.id, op: "check ownership", rec: settleTxn, err: fmt.Errorf("describe group: %w", err)}
-	}
-	g := groups[0]
-	if !errors.Is(g.Err, sarama.ErrNoError) {
-		return &taskError{task: t.id, op: "check ownership", rec: settleTxn, err: fmt.Errorf("describe group: %w", g.Err)}
-	}
-	if g.State != "Stable" {
-		return notOurs(fmt.Sprintf("the group is %s", g.State))
-	}
-	m, ok := g.Members[sess.MemberID()]
-	if !ok {
-		return notOurs("this member left the group")
-	}
-	a, err := m.GetMemberAssignment()
-	if err != nil || a == nil {
-		return notOurs("unreadable assignment")
-	}
-	if !slices.Contains(a.Topics[t.topics[0]], t.id.Partition) {
-		return notOurs("assigned to another member")
-	}
-	return nil
 }
 
 // requestRejoin ends the session (once) so the consume loop joins the group again, with
@@ -449,7 +396,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		run = append(run, rt.registry.get(id))
 	}
 	for _, t := range run {
-		t.beginSession(sess)
+		t.beginSession()
 		h.wg.Go(func() { t.run(sess) })
 	}
 	rt.sessions.Add(1)
@@ -464,11 +411,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	if t == nil {
 		h.rt.logger.Warn("claim of an unknown task; ignoring its records", "topic", claim.Topic(), "partition", claim.Partition())
 	} else {
-		t.inbox.start(claim.Topic(), claim.InitialOffset(), claim.HighWaterMarkOffset)
-		if f := t.inbox.floorOf(claim.Topic()); f > claim.InitialOffset() && claim.InitialOffset() >= 0 {
-			t.logger.Warn("the group coordinator answered a committed offset older than the task's own record; skipping the committed records in between",
-				"topic", claim.Topic(), "partition", claim.Partition(), "coordinator", claim.InitialOffset(), "recorded", f)
-		}
+		t.claim(claim.Topic(), claim.InitialOffset(), claim.HighWaterMarkOffset)
 	}
 	done := sess.Context().Done()
 	h.rt.mu.Lock()
@@ -525,16 +468,4 @@ func (rt *runtime) snapshot() metrics.Snapshot {
 		}
 	}
 	return s
-}
-
-// transactionalID is the producer ID of a task.
-func (rt *runtime) transactionalID(id processor.TaskID) string {
-	return names.TransactionalID(rt.cfg.ApplicationID, id.String())
-}
-
-// sortedTopicsOf returns a sub-topology's resolved source topics, sorted.
-func (rt *runtime) sortedTopicsOf(s *graph.Subtopology) []string {
-	ts := slices.Clone(s.AllSourceTopics(rt.cfg.ApplicationID))
-	sort.Strings(ts)
-	return ts
 }
