@@ -184,10 +184,12 @@ func (t *taskRunner) abandon() {
 }
 
 func (t *taskRunner) runSession(ctx context.Context) error {
-	t.state.Store(int32(taskRestoring))
+	if err := transition(&t.state, t.id, taskRestoring); err != nil {
+		return err
+	}
 	defer func() {
-		if taskState(t.state.Load()) != taskClosed {
-			t.state.Store(int32(taskSuspended))
+		if err := transition(&t.state, t.id, taskSuspended); err != nil {
+			t.host.fail(err)
 		}
 	}()
 	if err := t.open(); err != nil {
@@ -206,7 +208,9 @@ func (t *taskRunner) runSession(ctx context.Context) error {
 		t.initDone = true
 	}
 	t.work.begin()
-	t.state.Store(int32(taskRunning))
+	if err := transition(&t.state, t.id, taskRunning); err != nil {
+		return err
+	}
 	t.logger.Debug("task running")
 	return t.loop(ctx)
 }
@@ -309,7 +313,9 @@ func (t *taskRunner) close() {
 	t.endLife()
 	t.runMu.Lock()
 	defer t.runMu.Unlock()
-	t.state.Store(int32(taskClosed))
+	if err := transition(&t.state, t.id, taskClosed); err != nil {
+		return // closed already
+	}
 	t.queryMu.Lock()
 	defer t.queryMu.Unlock()
 	t.abandon()
