@@ -128,54 +128,11 @@ func configErr(setting, format string, args ...any) error {
 
 // withDefaults checks c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
-	if c.ApplicationID == "" {
-		return c, configErr("ApplicationID", "required")
+	if err := c.checkAddresses(); err != nil {
+		return c, err
 	}
-	if !appIDPattern.MatchString(c.ApplicationID) || len(c.ApplicationID) > 200 {
-		return c, configErr("ApplicationID", "%q: use at most 200 letters, digits, '.', '_' and '-'", c.ApplicationID)
-	}
-	if len(c.Brokers) == 0 {
-		return c, configErr("Brokers", "required (host:port of at least one broker)")
-	}
-	for _, b := range c.Brokers {
-		if i := strings.LastIndex(b, ":"); i <= 0 || i == len(b)-1 {
-			return c, configErr("Brokers", "%q is not host:port", b)
-		}
-	}
-	switch c.Guarantee {
-	case ExactlyOnce, AtLeastOnce:
-	default:
-		return c, configErr("Guarantee", "unknown value %d", c.Guarantee)
-	}
-	if c.CommitInterval < 0 {
-		return c, configErr("CommitInterval", "%v is negative", c.CommitInterval)
-	}
-	if c.CommitInterval == 0 {
-		c.CommitInterval = 100 * time.Millisecond
-		if c.Guarantee == AtLeastOnce {
-			c.CommitInterval = time.Second
-		}
-	}
-	if c.CommitRecords < 0 {
-		return c, configErr("CommitRecords", "%d is negative", c.CommitRecords)
-	}
-	if c.CommitRecords == 0 {
-		c.CommitRecords = 10000
-	}
-	if c.TransactionTimeout < 0 {
-		return c, configErr("TransactionTimeout", "%v is negative", c.TransactionTimeout)
-	}
-	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = 10 * time.Second
-	}
-	if c.TransactionTimeout < time.Second {
-		return c, configErr("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
-	}
-	if c.RepartitionPurgeInterval < 0 {
-		return c, configErr("RepartitionPurgeInterval", "%v is negative", c.RepartitionPurgeInterval)
-	}
-	if c.RepartitionPurgeInterval == 0 {
-		c.RepartitionPurgeInterval = 30 * time.Second
+	if err := c.commitDefaults(); err != nil {
+		return c, err
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
@@ -192,11 +149,6 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, configErr("OnBadRecord", "unknown value %d", c.OnBadRecord)
 	}
-	if c.AdvertisedAddr != "" {
-		if i := strings.LastIndex(c.AdvertisedAddr, ":"); i <= 0 || i == len(c.AdvertisedAddr)-1 {
-			return c, configErr("AdvertisedAddr", "%q is not host:port", c.AdvertisedAddr)
-		}
-	}
 	if err := c.Security.validate(); err != nil {
 		return c, err
 	}
@@ -207,6 +159,71 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	return c, nil
+}
+
+// checkAddresses checks the application ID, the brokers and the advertised address.
+func (c *Config) checkAddresses() error {
+	if c.ApplicationID == "" {
+		return configErr("ApplicationID", "required")
+	}
+	if !appIDPattern.MatchString(c.ApplicationID) || len(c.ApplicationID) > 200 {
+		return configErr("ApplicationID", "%q: use at most 200 letters, digits, '.', '_' and '-'", c.ApplicationID)
+	}
+	if len(c.Brokers) == 0 {
+		return configErr("Brokers", "required (host:port of at least one broker)")
+	}
+	for _, b := range c.Brokers {
+		if i := strings.LastIndex(b, ":"); i <= 0 || i == len(b)-1 {
+			return configErr("Brokers", "%q is not host:port", b)
+		}
+	}
+	if c.AdvertisedAddr != "" {
+		if i := strings.LastIndex(c.AdvertisedAddr, ":"); i <= 0 || i == len(c.AdvertisedAddr)-1 {
+			return configErr("AdvertisedAddr", "%q is not host:port", c.AdvertisedAddr)
+		}
+	}
+	return nil
+}
+
+// commitDefaults checks the guarantee and the commit settings and fills in their
+// defaults.
+func (c *Config) commitDefaults() error {
+	switch c.Guarantee {
+	case ExactlyOnce, AtLeastOnce:
+	default:
+		return configErr("Guarantee", "unknown value %d", c.Guarantee)
+	}
+	interval := 100 * time.Millisecond
+	if c.Guarantee == AtLeastOnce {
+		interval = time.Second
+	}
+	if err := defaultDuration("CommitInterval", &c.CommitInterval, interval); err != nil {
+		return err
+	}
+	if c.CommitRecords < 0 {
+		return configErr("CommitRecords", "%d is negative", c.CommitRecords)
+	}
+	if c.CommitRecords == 0 {
+		c.CommitRecords = 10000
+	}
+	if err := defaultDuration("TransactionTimeout", &c.TransactionTimeout, 10*time.Second); err != nil {
+		return err
+	}
+	if c.TransactionTimeout < time.Second {
+		return configErr("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
+	}
+	return defaultDuration("RepartitionPurgeInterval", &c.RepartitionPurgeInterval, 30*time.Second)
+}
+
+// defaultDuration refuses a negative duration and gives a zero one its default.
+func defaultDuration(setting string, d *time.Duration, def time.Duration) error {
+	if *d < 0 {
+		return configErr(setting, "%v is negative", *d)
+	}
+	if *d == 0 {
+		*d = def
+	}
+	return nil
 }
 
 // saramaConfig builds the base sarama configuration of the application.

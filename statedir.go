@@ -1,0 +1,66 @@
+package eddy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/eddy-streams/eddy/internal/flock"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// StateDirLockFile is the file in <StateDir>/<ApplicationID>/ that a running instance
+// holds an exclusive flock on; tools reading a state dir check it.
+const StateDirLockFile = ".lock"
+
+// lockStateDir takes an exclusive lock on <StateDir>/<ApplicationID>/.lock, so a second
+// instance on the same state dir fails at start with a clear error instead of fighting
+// over the task files.
+func (rt *runtime) lockStateDir() error {
+	if err := os.MkdirAll(rt.appDir, 0o755); err != nil {
+		return fmt.Errorf("eddy: state dir %q: %w", rt.appDir, err)
+	}
+	path := filepath.Join(rt.appDir, StateDirLockFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("eddy: state dir lock %q: %w", path, err)
+	}
+	locked, err := flock.TryLock(f)
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("eddy: state dir lock %q: %w", path, err)
+	}
+	if !locked {
+		holder, _ := os.ReadFile(path)
+		_ = f.Close()
+		return fmt.Errorf("%w: %s (held by %s); give each instance its own StateDir", ErrStateDirLocked, rt.appDir, strings.TrimSpace(string(holder)))
+	}
+	_ = f.Truncate(0)
+	_, _ = fmt.Fprintf(f, "pid %d\n", os.Getpid())
+	rt.lockFile = f
+	return nil
+}
+
+func (rt *runtime) unlockStateDir() {
+	if rt.lockFile != nil {
+		_ = flock.Unlock(rt.lockFile)
+		_ = rt.lockFile.Close()
+		rt.lockFile = nil
+	}
+}
+
+// localState lists the tasks with a store file in the state dir, for the assignor.
+func (rt *runtime) localState() []processor.TaskID {
+	entries, err := os.ReadDir(rt.appDir)
+	if err != nil {
+		return nil
+	}
+	var out []processor.TaskID
+	for _, e := range entries {
+		if t, err := processor.ParseTaskID(e.Name()); err == nil && e.IsDir() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
