@@ -41,9 +41,9 @@ type App struct {
 	started atomic.Bool
 	rt      atomic.Pointer[runtime]
 	final   atomic.Pointer[State]
-	// commitSeam, if set, wraps every task's commit step; eddy's fault-injection
+	// commitSeam, if set, wraps every transaction's commit step; eddy's fault-injection
 	// tests set it (export_test.go).
-	commitSeam func(processor.TaskID, commitFunc) commitFunc
+	commitSeam func(tasks func() []processor.TaskID, next commitFunc) commitFunc
 }
 
 // Sentinel errors.

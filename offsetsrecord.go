@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -120,9 +119,9 @@ type offsetsSource interface {
 const commitKey = "\x00commit"
 
 // write sends the record of every source topic — the consumed position where the task
-// processed input, else the committed offset — and the record naming the transaction;
-// it returns the transaction's nonce.
-func (r *offsetsRecord) write(consumed map[string]int64, send func(key, value []byte) error) (nonce uint64, err error) {
+// processed input, else the committed offset — and the record naming the transaction by
+// its nonce.
+func (r *offsetsRecord) write(consumed map[string]int64, nonce uint64, send func(key, value []byte) error) error {
 	for _, topic := range r.sources {
 		off, ok := consumed[topic]
 		if !ok {
@@ -131,11 +130,10 @@ func (r *offsetsRecord) write(consumed map[string]int64, send func(key, value []
 			}
 		}
 		if err := send([]byte(topic), encodeOffset(off, r.ids[topic])); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	nonce = rand.Uint64() | 1
-	return nonce, send([]byte(commitKey), binary.BigEndian.AppendUint64(nil, nonce))
+	return send([]byte(commitKey), binary.BigEndian.AppendUint64(nil, nonce))
 }
 
 // read reads the record of the last committed transaction, moves the committed offsets

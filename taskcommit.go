@@ -63,18 +63,21 @@ func (t *taskRunner) prepareCommit(ctx context.Context) (map[string]map[int32]in
 		}
 	}
 	if t.cfg.exactlyOnce {
-		nonce, err := t.record.write(t.work.consumed, func(key, value []byte) error {
-			return t.txn.send(ctx, t.record.topic, t.id.Partition, key, value, nil)
-		})
-		if err != nil {
+		if err := t.writeOffsetsRecord(ctx); err != nil {
 			return nil, err
 		}
-		t.txn.nonce = nonce
 	}
 	if err := t.set.LogChanges(changelogWriter{t: t, ctx: ctx}); err != nil {
 		return nil, err
 	}
 	return offsets, nil
+}
+
+// writeOffsetsRecord sends the task's offsets record into the open transaction.
+func (t *taskRunner) writeOffsetsRecord(ctx context.Context) error {
+	return t.record.write(t.work.consumed, t.txn.commitNonce(), func(key, value []byte) error {
+		return t.txn.send(ctx, t.record.topic, t.id.Partition, key, value, nil)
+	})
 }
 
 // postCommit finishes the task's part of a committed transaction: the stores write

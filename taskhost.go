@@ -60,8 +60,9 @@ type taskSettings struct {
 	producer        txproducer.Config // without a transactional ID
 	logger          *slog.Logger
 	metrics         *metrics.Metrics
-	// commitSeam, if set, wraps every task's commit step (fault-injection tests).
-	commitSeam func(processor.TaskID, commitFunc) commitFunc
+	// commitSeam, if set, wraps every transaction's commit step (fault-injection
+	// tests); tasks tells the tasks whose work the transaction carries.
+	commitSeam func(tasks func() []processor.TaskID, next commitFunc) commitFunc
 }
 
 func (rt *runtime) taskSettings() taskSettings {

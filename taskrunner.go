@@ -79,7 +79,7 @@ func newTaskRunner(host taskHost, cfg taskSettings, id processor.TaskID) *taskRu
 	}
 	txn := newTransaction(pc, cfg.appID)
 	if cfg.commitSeam != nil {
-		txn.commit = cfg.commitSeam(id, txn.commit)
+		txn.commit = cfg.commitSeam(func() []processor.TaskID { return []processor.TaskID{id} }, txn.commit)
 	}
 	logger := cfg.logger.With("task", id.String())
 	topics := slices.Sorted(slices.Values(sub.AllSourceTopics(cfg.appID)))

@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -40,6 +41,15 @@ func newTransaction(cfg txproducer.Config, groupID string) *transaction {
 	x := &transaction{creator: txproducer.NewCreator(cfg), exactlyOnce: cfg.TransactionalID != "", groupID: groupID}
 	x.commit = x.commitOffsets
 	return x
+}
+
+// commitNonce returns the nonce of the commit under way, drawing one for a new commit.
+// Every offsets record of the transaction carries it.
+func (x *transaction) commitNonce() uint64 {
+	if x.nonce == 0 {
+		x.nonce = rand.Uint64() | 1
+	}
+	return x.nonce
 }
 
 // ensure creates the producer if there is none.
