@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"strings"
 	"time"
 
@@ -92,6 +93,17 @@ type Config struct {
 	// FailOnBadRecord. DeadLetterTopic must exist when DeadLetterBadRecord is chosen.
 	OnBadRecord     BadRecordPolicy
 	DeadLetterTopic string
+	// Workers is the number of workers of an instance: each runs a share of the
+	// instance's tasks on one goroutine with one producer, and commits them in one
+	// transaction (Kafka Streams' exactly_once_v2 and num.stream.threads). Default:
+	// GOMAXPROCS. Ignored with ProducerPerTask.
+	Workers int
+	// ProducerPerTask gives every task its own goroutine and its own transactional
+	// producer, as eddy did before workers (and Kafka Streams' exactly_once "v1"): a
+	// zombie is fenced by the task's transactional ID. It costs a client, connections
+	// and a transaction per task per commit interval; see docs/architecture.md for when
+	// it may still be the right choice.
+	ProducerPerTask bool
 	// StoreNoSync skips the fsync of each store flush. Off by default: a flush then
 	// costs 1.2-1.8 times less (BENCHMARKS.md), but after a machine crash (not a process
 	// crash) every store that was open is rebuilt from its whole changelog instead of
@@ -133,6 +145,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := c.commitDefaults(); err != nil {
 		return c, err
+	}
+	if c.Workers < 0 {
+		return c, configErr("Workers", "%d is negative", c.Workers)
+	}
+	if c.Workers == 0 {
+		c.Workers = goruntime.GOMAXPROCS(0)
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1

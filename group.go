@@ -1,8 +1,10 @@
 package eddy
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,18 +33,36 @@ func (rt *runtime) onAssignment(assigned []processor.TaskID, generation int32, h
 	if rt.cfg.Guarantee != ExactlyOnce {
 		return
 	}
-	// Producers first: creating one fences the task's previous producer and settles its
-	// open transaction, so the committed offsets sarama reads next are stable.
+	// Producers first: creating one fences the previous producer of its transactional
+	// ID and settles its open transaction, so the committed offsets sarama reads next
+	// are stable. Per task: the new tasks' producers; per worker: those of the workers
+	// without one (the first assignment after a start, or after a failure).
+	var txns []*transaction
+	if rt.cfg.ProducerPerTask {
+		for _, t := range fresh {
+			txns = append(txns, t.txn)
+		}
+	} else {
+		for _, w := range rt.workers {
+			txns = append(txns, w.txn)
+		}
+	}
+	rt.createProducers(txns)
+}
+
+// createProducers creates the producers of txns that have none, in parallel and bounded
+// in time; one that fails is created again when its tasks start.
+func (rt *runtime) createProducers(txns []*transaction) {
 	ctx, cancel := context.WithTimeout(context.Background(), rt.producerInitTimeout())
 	defer cancel()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	for _, t := range fresh {
+	for _, x := range txns {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if err := t.txn.ensure(ctx); err != nil {
-				rt.logger.Warn("creating the task's producer failed; retrying when the task starts", "task", t.id.String(), "error", err)
+			if err := x.ensure(ctx); err != nil {
+				rt.logger.Warn("creating a producer failed; retrying when its tasks start", "transactional_id", x.id, "error", err)
 			}
 		})
 	}
@@ -115,8 +135,8 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	}
 	for _, t := range run {
 		t.beginSession()
-		h.wg.Go(func() { t.run(sess) })
 	}
+	rt.startWorkers(sess, run, &h.wg)
 	rt.sessions.Add(1)
 	rt.inSession.Store(true)
 	return nil
@@ -160,4 +180,30 @@ func (h *groupHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
 	h.rt.inSession.Store(false)
 	h.wg.Wait()
 	return nil
+}
+
+// startWorkers starts the session's goroutines: one per task, with the task's own
+// producer (Config.ProducerPerTask), or one per worker, each running a share of the
+// tasks (dealt in task order) with the worker's producer.
+func (rt *runtime) startWorkers(sess sarama.ConsumerGroupSession, tasks []*taskRunner, wg *sync.WaitGroup) {
+	if rt.cfg.ProducerPerTask {
+		for _, t := range tasks {
+			w := soloWorker(rt, rt.settings, t)
+			wg.Go(func() { w.run(sess, []*taskRunner{t}) })
+		}
+		return
+	}
+	slices.SortFunc(tasks, func(a, b *taskRunner) int {
+		return cmp.Or(cmp.Compare(a.id.Subtopology, b.id.Subtopology), cmp.Compare(a.id.Partition, b.id.Partition))
+	})
+	shares := make([][]*taskRunner, len(rt.workers))
+	for i, t := range tasks {
+		shares[i%len(shares)] = append(shares[i%len(shares)], t)
+	}
+	for i, share := range shares {
+		if len(share) > 0 {
+			w := rt.workers[i]
+			wg.Go(func() { w.run(sess, share) })
+		}
+	}
 }

@@ -46,6 +46,14 @@ func (in *inbox) reset() {
 	in.open = true
 }
 
+// notifyOn makes the inbox signal c when a record arrives (a worker running several
+// tasks waits on one channel for all of them).
+func (in *inbox) notifyOn(c chan struct{}) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.notify = c
+}
+
 // close drops everything and makes push a no-op, so claims never block on a task that
 // stopped.
 func (in *inbox) close() {
@@ -109,9 +117,10 @@ func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) {
 		q := in.queue(msg.Topic)
 		if len(q.msgs)-q.head < inboxLimit {
 			q.msgs = append(q.msgs, msg)
+			notify := in.notify
 			in.mu.Unlock()
 			select {
-			case in.notify <- struct{}{}:
+			case notify <- struct{}{}:
 			default:
 			}
 			return

@@ -19,6 +19,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/metrics"
+	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -53,6 +54,8 @@ type runtime struct {
 	registry *taskRegistry
 	// settings are what every task is made with.
 	settings taskSettings
+	// workers run the tasks, a share each, unless Config.ProducerPerTask.
+	workers []*worker
 
 	mu     sync.Mutex
 	rejoin chan struct{} // closed to end the current session
@@ -115,6 +118,17 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.restoreSlots = make(chan struct{}, slots)
 	rt.flushSlots = make(chan struct{}, slots)
 	rt.settings = rt.taskSettings()
+	if !cfg.ProducerPerTask {
+		instance, err := rt.instanceID()
+		if err != nil {
+			rt.close()
+			return nil, err
+		}
+		for i := range cfg.Workers {
+			txnID := names.TransactionalID(cfg.ApplicationID, fmt.Sprintf("%s-%d", instance, i))
+			rt.workers = append(rt.workers, newWorker(rt, rt.settings, i, txnID))
+		}
+	}
 	return rt, nil
 }
 
@@ -140,6 +154,9 @@ func (rt *runtime) connect() error {
 func (rt *runtime) close() {
 	for _, t := range rt.registry.takeAll() {
 		t.close()
+	}
+	for _, w := range rt.workers {
+		w.close()
 	}
 	_ = rt.admin.Close() // closes the client too
 	_ = rt.restoreC.Close()

@@ -1,9 +1,14 @@
 package eddy
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/eddy-streams/eddy/internal/flock"
@@ -64,3 +69,41 @@ func (rt *runtime) localState() []processor.TaskID {
 	}
 	return out
 }
+
+// InstanceIDFile is the file in <StateDir>/<ApplicationID>/ holding the instance's ID,
+// made at its first start. The workers' transactional IDs carry it, so an instance
+// restarted on the same state dir fences the producers of its previous run and settles
+// their open transactions at once, instead of leaving them to time out. Two instances
+// must never share one ID: do not copy a state dir to a second running instance.
+const InstanceIDFile = "instance.id"
+
+// instanceID reads the instance's ID from the state dir (locked by the caller), making
+// it at the first start: 16 random hex digits.
+func (rt *runtime) instanceID() (string, error) {
+	path := filepath.Join(rt.appDir, InstanceIDFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if instanceIDPattern.MatchString(id) {
+			return id, nil
+		}
+		rt.logger.Warn("unreadable instance ID; making a new one", "file", path, "content", id)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("eddy: instance ID %q: %w", path, err)
+	}
+	var raw [8]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("eddy: instance ID: %w", err)
+	}
+	id := hex.EncodeToString(raw[:])
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("eddy: instance ID %q: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("eddy: instance ID %q: %w", path, err)
+	}
+	return id, nil
+}
+
+var instanceIDPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)

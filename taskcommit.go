@@ -6,71 +6,37 @@ import (
 	"time"
 )
 
-func (t *taskRunner) commitWithRecovery(ctx context.Context) error {
-	for {
-		opCtx, cancel := t.opContext()
-		err := t.commit(opCtx)
-		cancel()
-		if err == nil {
-			t.failingSince = time.Time{}
-			return nil
-		}
-		if err := t.recover(ctx, err); err != nil {
+// prepareWrites sends the task's part of a commit into the open transaction: its
+// offsets record (exactly-once) and the changelog records of its dirty keys.
+func (t *taskRunner) prepareWrites(ctx context.Context) error {
+	if t.cfg.exactlyOnce {
+		if err := t.writeOffsetsRecord(ctx); err != nil {
 			return err
 		}
 	}
+	return t.set.LogChanges(changelogWriter{t: t, ctx: ctx})
 }
 
-// commit ends the task's unit of work, in Kafka Streams' three steps. Prepare: the
-// tables' caches forward, the offsets record and the changelog records of the dirty keys
-// join the open transaction. Commit: under exactly-once the transaction commits with the
-// consumed offsets; under at-least-once the producer flushes and the offsets are marked.
-// Post-commit: only now do the stores write their buffers with the new changelog
-// checkpoints, so a store is never ahead of its changelog.
-func (t *taskRunner) commit(ctx context.Context) error {
-	// The tables' record caches forward into this transaction (or abort it on error).
-	if err := t.eng.Flush(); err != nil {
-		return err
-	}
-	if t.work.pending == 0 && t.set.Dirty() == 0 && !t.txn.open() {
-		t.work.lastCommit = time.Now()
-		return nil
-	}
-	began := time.Now()
-	offsets, err := t.prepareCommit(ctx)
-	if err != nil {
-		return err
-	}
-	if err := t.txn.commit(ctx, offsets); err != nil {
-		return err
-	}
-	if err := t.postCommit(); err != nil {
-		return err
-	}
-	t.metrics.Committed(time.Since(began))
-	t.purge()
-	t.logger.Debug("committed", "offsets", offsets, "took", time.Since(began))
-	return nil
-}
-
-// prepareCommit sends the task's part of the commit into the open transaction and
-// returns the consumed offsets it commits.
-func (t *taskRunner) prepareCommit(ctx context.Context) (map[string]map[int32]int64, error) {
-	offsets := map[string]map[int32]int64{}
-	for topic, off := range t.work.consumed {
-		if off > t.committed.of(topic) {
-			offsets[topic] = map[int32]int64{t.id.Partition: off}
+// offsetsToCommit adds the task's consumed offsets to a commit's: the advanced ones, or
+// with all, every position it knows (consumed, else committed), so that the commit
+// carries the group generation even when the task did not move.
+func (t *taskRunner) offsetsToCommit(into map[string]map[int32]int64, all bool) {
+	for _, topic := range t.topics {
+		off, consumed := t.work.consumed[topic]
+		switch {
+		case consumed && off > t.committed.of(topic):
+		case all:
+			if off = t.committed.of(topic); off < 0 {
+				continue
+			}
+		default:
+			continue
 		}
-	}
-	if t.cfg.exactlyOnce {
-		if err := t.writeOffsetsRecord(ctx); err != nil {
-			return nil, err
+		if into[topic] == nil {
+			into[topic] = map[int32]int64{}
 		}
+		into[topic][t.id.Partition] = off
 	}
-	if err := t.set.LogChanges(changelogWriter{t: t, ctx: ctx}); err != nil {
-		return nil, err
-	}
-	return offsets, nil
 }
 
 // writeOffsetsRecord sends the task's offsets record into the open transaction.

@@ -49,6 +49,7 @@ type taskSettings struct {
 	graph           *graph.Graph
 	stateDir        string // <StateDir>/<ApplicationID>
 	exactlyOnce     bool
+	producerPerTask bool
 	commitInterval  time.Duration
 	commitRecords   int
 	txnTimeout      time.Duration
@@ -77,6 +78,7 @@ func (rt *runtime) taskSettings() taskSettings {
 	return taskSettings{
 		appID: cfg.ApplicationID, graph: rt.g, stateDir: rt.appDir,
 		exactlyOnce:    cfg.Guarantee == ExactlyOnce,
+		producerPerTask: cfg.ProducerPerTask,
 		commitInterval: cfg.CommitInterval, commitRecords: cfg.CommitRecords,
 		txnTimeout: cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
 		storeNoSync: cfg.StoreNoSync, badRecords: policy, deadLetterTopic: cfg.DeadLetterTopic,

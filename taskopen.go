@@ -65,7 +65,7 @@ func (t *taskRunner) openBackend() (statestore.Backend, error) {
 	return b, nil
 }
 
-// prepare readies the task for a session: its producer, its stores restored (a task
+// prepare readies the task for a session: its stores restored (a task
 // kept across a rebalance has current stores and skips that), its offsets record read.
 // A failure that can pass (a broker or coordinator away or loading, commit markers
 // pending, a timeout) is retried with backoff while the session lives, as Kafka Streams
@@ -89,10 +89,9 @@ func (t *taskRunner) prepare(ctx context.Context) error {
 	}
 }
 
+// prepareOnce restores the stores unless they are current and reads the offsets
+// record. The producer is the worker's business (worker.prepare).
 func (t *taskRunner) prepareOnce(ctx context.Context) error {
-	if err := t.txn.ensure(ctx); err != nil {
-		return err
-	}
 	if !t.storesCurrent {
 		if err := t.restore(ctx); err != nil {
 			return err

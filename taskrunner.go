@@ -2,7 +2,6 @@ package eddy
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -52,7 +51,8 @@ type taskRunner struct {
 
 	// The fields below belong to the goroutine holding runMu (txn.creator excepted:
 	// OnAssignment may create the producer before the task runs).
-	txn           *transaction
+	txn           *transaction // the task's own (ownTxn), or its worker's for the session
+	ownTxn        bool
 	work          work
 	eng           *task.Task
 	set           *statestore.Set
@@ -73,20 +73,23 @@ func newTaskRunner(host taskHost, cfg taskSettings, id processor.TaskID) *taskRu
 	for _, r := range sub.RepartitionSources {
 		purge = append(purge, names.RepartitionTopic(cfg.appID, r))
 	}
-	pc := cfg.producer
-	if cfg.exactlyOnce {
-		pc.TransactionalID = names.TransactionalID(cfg.appID, id.String())
-	}
-	txn := newTransaction(pc, cfg.appID)
-	if cfg.commitSeam != nil {
-		txn.commit = cfg.commitSeam(func() []processor.TaskID { return []processor.TaskID{id} }, txn.commit)
+	var txn *transaction
+	if cfg.producerPerTask {
+		pc := cfg.producer
+		if cfg.exactlyOnce {
+			pc.TransactionalID = names.TransactionalID(cfg.appID, id.String())
+		}
+		txn = newTransaction(pc, cfg.appID)
+		if cfg.commitSeam != nil {
+			txn.commit = cfg.commitSeam(func() []processor.TaskID { return []processor.TaskID{id} }, txn.commit)
+		}
 	}
 	logger := cfg.logger.With("task", id.String())
 	topics := slices.Sorted(slices.Values(sub.AllSourceTopics(cfg.appID)))
 	committed := newCommittedOffsets()
 	return &taskRunner{
 		host: host, cfg: cfg, id: id, sub: sub, topics: topics, purgeTopics: purge,
-		txn: txn, logger: logger,
+		txn: txn, ownTxn: txn != nil, logger: logger,
 		committed: committed,
 		inbox:     newInbox(committed),
 		record: &offsetsRecord{
@@ -107,7 +110,7 @@ func (t *taskRunner) broken() bool {
 		return false
 	}
 	defer t.runMu.Unlock()
-	return t.txn.lacksProducer() && t.eng != nil
+	return t.ownTxn && t.txn.lacksProducer() && t.eng != nil
 }
 
 // beginSession prepares the task's input for a new group session; called by Setup
@@ -130,44 +133,9 @@ func (t *taskRunner) claim(topic string, offset int64, hwm func() int64) {
 	}
 }
 
-// run is the task's goroutine for one session: restore, then process and commit until
-// the session ends, then commit and suspend.
-func (t *taskRunner) run(sess sarama.ConsumerGroupSession) {
-	t.runMu.Lock()
-	defer t.runMu.Unlock()
-	if t.dead.Load() {
-		return
-	}
-	t.sess, t.txn.sess = sess, sess
-	err := t.runSession(sess.Context())
-	switch {
-	case err == nil:
-		return
-	case sess.Context().Err() != nil && recoverable(err):
-		// The session ended while the transaction was failing: drop it; whoever owns
-		// the task next replays from the last commit.
-		t.logger.Info("session ended during a failed transaction; dropping it", "error", err)
-		t.abandon()
-		return
-	case errors.Is(err, errReconsume):
-		t.logger.Warn("output failed; the session ends and the uncommitted input is consumed again", "error", err)
-		return
-	case isFenced(err):
-		t.metrics.Fenced()
-		t.logger.Info("task migrated to another instance; dropping it", "reason", err)
-		// If the group still gives us the task, only a new generation sorts it out.
-		t.host.requestRejoin(sess)
-	default:
-		t.host.fail(err)
-	}
-	t.dead.Store(true)
-	t.inbox.close()
-	t.abandon()
-}
-
-// abandon drops the task's uncommitted work: abort the open transaction (best effort),
-// discard the store buffers, close the producer.
-func (t *taskRunner) abandon() {
+// dropWork drops the task's uncommitted work: the store buffers, the engine's time
+// state and caches since the last commit, the kept input.
+func (t *taskRunner) dropWork() {
 	if t.set != nil {
 		t.set.Discard()
 	}
@@ -179,92 +147,28 @@ func (t *taskRunner) abandon() {
 		// too: back to the last commit (a kept at-least-once task goes on with them).
 		t.eng.Rollback()
 	}
-	t.txn.drop()
 	t.work.drop()
 }
 
-func (t *taskRunner) runSession(ctx context.Context) error {
-	if err := transition(&t.state, t.id, taskRestoring); err != nil {
-		return err
-	}
-	defer func() {
-		if err := transition(&t.state, t.id, taskSuspended); err != nil {
-			t.host.fail(err)
-		}
-	}()
-	if err := t.open(); err != nil {
-		return err
-	}
-	if err := t.prepare(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil // a rebalance: a restore resumes from its checkpoint later
-		}
-		return err
-	}
-	if !t.initDone {
-		if err := t.eng.Init(); err != nil {
-			return err
-		}
-		t.initDone = true
-	}
-	t.work.begin()
-	if err := transition(&t.state, t.id, taskRunning); err != nil {
-		return err
-	}
-	t.logger.Debug("task running")
-	return t.loop(ctx)
-}
-
-// loop processes and commits until the session ends, then suspends.
-func (t *taskRunner) loop(ctx context.Context) error {
-	tick := time.NewTicker(min(t.cfg.commitInterval, 100*time.Millisecond))
-	defer tick.Stop()
-	for {
-		if err := t.processBuffered(ctx); err != nil {
-			return err
-		}
-		if time.Since(t.work.lastCommit) >= t.cfg.commitInterval {
-			if err := t.commitWithRecovery(ctx); err != nil {
-				return err
-			}
-		}
-		t.recordBufferKeys()
-		select {
-		case <-ctx.Done():
-			return t.suspend()
-		case <-t.inbox.notify:
-		case now := <-tick.C:
-			if err := t.eng.PunctuateWallClock(now); err != nil {
-				if err := t.recover(ctx, err); err != nil {
-					return err
-				}
-			}
-		}
-	}
-}
-
-// processBuffered works through what is buffered, in a chunk, committing where the
-// record count or a processor asks for it.
-func (t *taskRunner) processBuffered(ctx context.Context) error {
+// processChunk runs up to a chunk of buffered records through the task, so the caller
+// checks the clock in between. It stops early when the record count or a processor asks
+// for a commit (need), or at a processing error; more says records may remain.
+func (t *taskRunner) processChunk() (need, more bool, err error) {
 	for range 512 {
 		msg, ok := t.inbox.pop()
 		if !ok {
-			return nil
+			return false, false, nil
 		}
 		began := time.Now()
 		if err := t.process(toRaw(msg)); err != nil {
-			if err := t.recover(ctx, err); err != nil {
-				return err
-			}
+			return false, true, err
 		}
 		t.metrics.Processed(time.Since(began))
 		if t.work.pending >= t.cfg.commitRecords || t.eng.CommitRequested() {
-			if err := t.commitWithRecovery(ctx); err != nil {
-				return err
-			}
+			return true, true, nil
 		}
 	}
-	return nil
+	return false, true, nil
 }
 
 // process runs one record through the task's engine.
@@ -279,34 +183,6 @@ func (t *taskRunner) process(rec graph.RawRecord) error {
 	return nil
 }
 
-// opContext bounds one producer operation (a commit, a flush) by time and by the
-// task's life, never by the session.
-func (t *taskRunner) opContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(t.life, max(2*t.cfg.txnTimeout, 30*time.Second))
-}
-
-// suspend commits the open transaction at the end of a session, so the next owner
-// (this instance or another) starts exactly where this one stopped.
-func (t *taskRunner) suspend() error {
-	ctx, cancel := t.opContext()
-	defer cancel()
-	err := t.commit(ctx)
-	if err == nil {
-		return nil
-	}
-	if isFenced(err) {
-		return err
-	}
-	// Whatever went wrong, the safe way out is to drop the open transaction: the next
-	// owner replays from the last commit.
-	t.logger.Warn("commit at suspend failed; aborting the open transaction", "error", err)
-	t.abandon()
-	if recoverable(err) {
-		return nil
-	}
-	return err
-}
-
 // close releases everything the task holds; an open transaction is aborted.
 func (t *taskRunner) close() {
 	t.inbox.close()
@@ -318,8 +194,10 @@ func (t *taskRunner) close() {
 	}
 	t.queryMu.Lock()
 	defer t.queryMu.Unlock()
-	t.abandon()
-	t.txn.close()
+	t.dropWork()
+	if t.ownTxn {
+		t.txn.close()
+	}
 	if t.eng != nil {
 		if err := t.eng.Close(); err != nil {
 			t.logger.Warn("closing the task's processors", "error", err)

@@ -26,6 +26,7 @@ type commitFunc func(ctx context.Context, offsets map[string]map[int32]int64) er
 // offsets record) and finishes it after (stores, committed offsets), so one transaction
 // can serve several tasks.
 type transaction struct {
+	id          string // the transactional ID; empty under at-least-once
 	creator     *txproducer.Creator
 	producer    *txproducer.Producer
 	exactlyOnce bool
@@ -38,7 +39,7 @@ type transaction struct {
 }
 
 func newTransaction(cfg txproducer.Config, groupID string) *transaction {
-	x := &transaction{creator: txproducer.NewCreator(cfg), exactlyOnce: cfg.TransactionalID != "", groupID: groupID}
+	x := &transaction{id: cfg.TransactionalID, creator: txproducer.NewCreator(cfg), exactlyOnce: cfg.TransactionalID != "", groupID: groupID}
 	x.commit = x.commitOffsets
 	return x
 }
