@@ -77,9 +77,9 @@ func (rt *runtime) taskSettings() taskSettings {
 	}
 	return taskSettings{
 		appID: cfg.ApplicationID, graph: rt.g, stateDir: rt.appDir,
-		exactlyOnce:    cfg.Guarantee == ExactlyOnce,
+		exactlyOnce:     cfg.Guarantee == ExactlyOnce,
 		producerPerTask: cfg.ProducerPerTask,
-		commitInterval: cfg.CommitInterval, commitRecords: cfg.CommitRecords,
+		commitInterval:  cfg.CommitInterval, commitRecords: cfg.CommitRecords,
 		txnTimeout: cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
 		storeNoSync: cfg.StoreNoSync, badRecords: policy, deadLetterTopic: cfg.DeadLetterTopic,
 		onRestore:  cfg.OnRestore,
