@@ -18,11 +18,11 @@ import (
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
-	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/txproducer"
 )
 
@@ -71,7 +71,7 @@ type taskRunner struct {
 	// The fields below belong to the goroutine holding runMu.
 	producer     *txproducer.Producer
 	eng          *task.Task
-	set          *statestore.Set
+	set          *kvstore.Set
 	initDone     bool
 	changelogs   map[string]string // store → changelog topic
 	sess         sarama.ConsumerGroupSession
@@ -152,13 +152,13 @@ func (t *taskRunner) open() error {
 		return nil
 	}
 	cfg := t.rt.cfg
-	var backend statestore.Backend
+	var backend kvstore.Backend
 	persistent := false
 	for _, st := range t.sub.Stores {
 		persistent = persistent || !st.InMemory
 	}
 	if persistent {
-		b, rep, err := statestore.OpenBoltReport(filepath.Join(t.rt.appDir, t.id.String()), statestore.BoltOptions{NoSync: cfg.StoreNoSync, Logger: t.logger})
+		b, rep, err := kvstore.OpenBoltReport(filepath.Join(t.rt.appDir, t.id.String()), kvstore.BoltOptions{NoSync: cfg.StoreNoSync, Logger: t.logger})
 		if err != nil {
 			return fmt.Errorf("task %s: open state: %w", t.id, err)
 		}
@@ -168,9 +168,9 @@ func (t *taskRunner) open() error {
 		}
 		backend = b
 	} else {
-		backend = statestore.NewMemoryBackend()
+		backend = kvstore.NewMemoryBackend()
 	}
-	set := statestore.NewSet(backend)
+	set := kvstore.NewSet(backend)
 	policy := task.Fail
 	switch cfg.OnBadRecord {
 	case SkipBadRecord:
@@ -803,7 +803,7 @@ func (t *taskRunner) restore(ctx context.Context) error {
 	return nil
 }
 
-func (t *taskRunner) restoreStore(ctx context.Context, buf *statestore.Buffer, name string) error {
+func (t *taskRunner) restoreStore(ctx context.Context, buf *kvstore.Buffer, name string) error {
 	r := *t.rt.restorer
 	r.Logger = t.logger
 	r.OnProgress = func(p changelog.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }

@@ -12,7 +12,7 @@
 // reader waiting for the high-water mark can wait forever), reading with read_committed
 // and applying the fetched records in large sorted backend writes, each with the
 // checkpoint it reaches; a store restored from empty is built in key order instead and
-// gets its checkpoint at the end (statestore.BulkRestorer).
+// gets its checkpoint at the end (kvstore.BulkRestorer).
 package changelog
 
 import (

@@ -11,7 +11,7 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/kread"
-	"github.com/eddy-streams/eddy/statestore"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 )
 
 // Progress describes a restore under way.
@@ -60,8 +60,8 @@ type Restorer struct {
 	// FromEmpty bounds the memory of a restore from empty (no checkpoint, or wiped): it
 	// gathers each key's last value, spilling sorted runs to files in the task's state
 	// dir above FromEmpty.MaxBytes, and loads the store in key order at the end
-	// (statestore.BulkRestorer). Zero values are statestore's defaults.
-	FromEmpty statestore.BulkRestorerOptions
+	// (kvstore.BulkRestorer). Zero values are statestore's defaults.
+	FromEmpty kvstore.BulkRestorerOptions
 	// NoBulk restores from empty like a tail, in batched random-order writes that keep
 	// their progress when interrupted, at about a third of the speed (BENCHMARKS.md).
 	NoBulk bool
@@ -133,10 +133,10 @@ func EndOffsets(client sarama.Client, topic string, partition int32) (start, end
 // empty with no checkpoint). A checkpoint between the last stable offset and the
 // high-water mark means markers pending: Restore waits for them (MarkersWait) and fails
 // with ErrMarkersPending, leaving the store as it is, if they do not come. Fetched batches
-// are gathered into large sorted backend writes (statestore.Restorer), each carrying the
+// are gathered into large sorted backend writes (kvstore.Restorer), each carrying the
 // checkpoint of its last batch, so a restore stopped by ctx (a rebalance) keeps its
 // progress and resumes there.
-func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, store, topic string, partition int32) (Result, error) {
+func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, topic string, partition int32) (Result, error) {
 	began := time.Now()
 	res := Result{Store: store}
 	logger := r.Logger
@@ -191,11 +191,11 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 	empty := 0
 	// The store-side restorer gathers fetches into large sorted writes, each with its
 	// checkpoint; Finish makes them durable.
-	sr := statestore.NewRestorer(backend, store, statestore.RestorerOptions{})
-	// A store restored from empty is built in key order instead (statestore.BulkRestorer).
-	var bulk *statestore.BulkRestorer
-	if res.Wiped && !r.NoBulk && statestore.CanBulkRestore(backend) {
-		if bulk, err = statestore.NewBulkRestorer(backend, store, r.FromEmpty); err != nil {
+	sr := kvstore.NewRestorer(backend, store, kvstore.RestorerOptions{})
+	// A store restored from empty is built in key order instead (kvstore.BulkRestorer).
+	var bulk *kvstore.BulkRestorer
+	if res.Wiped && !r.NoBulk && kvstore.CanBulkRestore(backend) {
+		if bulk, err = kvstore.NewBulkRestorer(backend, store, r.FromEmpty); err != nil {
 			return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
 		}
 	}
@@ -239,8 +239,8 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 					return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
 				}
 				res.Wiped, next, res.To = true, start, end
-				if bulk == nil && !r.NoBulk && statestore.CanBulkRestore(backend) {
-					if bulk, err = statestore.NewBulkRestorer(backend, store, r.FromEmpty); err != nil {
+				if bulk == nil && !r.NoBulk && kvstore.CanBulkRestore(backend) {
+					if bulk, err = kvstore.NewBulkRestorer(backend, store, r.FromEmpty); err != nil {
 						return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
 					}
 				}
@@ -257,9 +257,9 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 			continue
 		}
 		empty = 0
-		entries := make([]statestore.Entry, len(batch))
+		entries := make([]kvstore.Entry, len(batch))
 		for i, rec := range batch {
-			entries[i] = statestore.Entry{Key: rec.Key, Value: rec.Value}
+			entries[i] = kvstore.Entry{Key: rec.Key, Value: rec.Value}
 		}
 		if bulk != nil {
 			err = bulk.Add(entries, newNext)

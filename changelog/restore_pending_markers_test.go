@@ -10,8 +10,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/kafkatest"
-	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/txproducer"
 )
 
@@ -21,7 +21,7 @@ import (
 // still open, playing the part of the pending markers. The store holds both, with the
 // checkpoint the runtime writes after a commit (last changelog offset + 1), which is above
 // the last stable offset. commit writes the markers.
-func pendingMarkers(t *testing.T) (c *kafkatest.Cluster, topic string, backend statestore.Backend, cp int64, commit func()) {
+func pendingMarkers(t *testing.T) (c *kafkatest.Cluster, topic string, backend kvstore.Backend, cp int64, commit func()) {
 	t.Helper()
 	c = kafkatest.Embedded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -52,9 +52,9 @@ func pendingMarkers(t *testing.T) (c *kafkatest.Cluster, topic string, backend s
 	}
 	last, _ := p.Offset(topic, 0)
 	cp = last + 1
-	backend = statestore.NewMemoryBackend()
-	if err := backend.Write(statestore.Batch{
-		Writes:      map[string][]statestore.Entry{"s": {{Key: []byte("k1"), Value: []byte("b")}, {Key: []byte("k2"), Value: []byte("a")}, {Key: []byte("k3"), Value: []byte("b")}}},
+	backend = kvstore.NewMemoryBackend()
+	if err := backend.Write(kvstore.Batch{
+		Writes:      map[string][]kvstore.Entry{"s": {{Key: []byte("k1"), Value: []byte("b")}, {Key: []byte("k2"), Value: []byte("a")}, {Key: []byte("k3"), Value: []byte("b")}}},
 		Checkpoints: map[string]int64{"s": cp},
 	}); err != nil {
 		t.Fatal(err)
@@ -127,8 +127,8 @@ func TestRestoreMarkersThatDoNotComeLeaveTheStore(t *testing.T) {
 func TestRestoreCheckpointAboveHighWaterMarkWipes(t *testing.T) {
 	c, topic, backend, cp, commit := pendingMarkers(t)
 	commit()
-	if err := backend.Write(statestore.Batch{
-		Writes:      map[string][]statestore.Entry{"s": {{Key: []byte("stale"), Value: []byte("x")}}},
+	if err := backend.Write(kvstore.Batch{
+		Writes:      map[string][]kvstore.Entry{"s": {{Key: []byte("stale"), Value: []byte("x")}}},
 		Checkpoints: map[string]int64{"s": cp + 100},
 	}); err != nil {
 		t.Fatal(err)

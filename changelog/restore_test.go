@@ -11,8 +11,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/kafkatest"
-	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/txproducer"
 )
 
@@ -67,7 +67,7 @@ func writeChangelog(t *testing.T, c *kafkatest.Cluster, topic string, txns int, 
 	return want
 }
 
-func storeContent(t *testing.T, b statestore.Backend, store string) map[string]string {
+func storeContent(t *testing.T, b kvstore.Backend, store string) map[string]string {
 	t.Helper()
 	it, err := b.Iterate(store, nil, nil)
 	if err != nil {
@@ -114,7 +114,7 @@ func TestRestoreSkipsAbortedTransactionsAndResumes(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		backend := statestore.NewMemoryBackend()
+		backend := kvstore.NewMemoryBackend()
 		// A small fetch size forces many batches; the first progress report stops it,
 		// as a rebalance would.
 		stopCtx, stop := context.WithCancel(ctx)
@@ -170,10 +170,10 @@ func TestRestoreWipesAStoreAheadOfItsChangelog(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer client.Close()
-		backend := statestore.NewMemoryBackend()
+		backend := kvstore.NewMemoryBackend()
 		// A checkpoint past the end: the topic was recreated under the store.
-		if err := backend.Write(statestore.Batch{
-			Writes:      map[string][]statestore.Entry{"s": {{Key: []byte("stale"), Value: []byte("x")}}},
+		if err := backend.Write(kvstore.Batch{
+			Writes:      map[string][]kvstore.Entry{"s": {{Key: []byte("stale"), Value: []byte("x")}}},
 			Checkpoints: map[string]int64{"s": 1 << 40},
 		}); err != nil {
 			t.Fatal(err)
@@ -190,7 +190,7 @@ func TestRestoreWipesAStoreAheadOfItsChangelog(t *testing.T) {
 }
 
 // TestRestoreFromEmptyOnBolt: on bbolt, a restore from empty is built in key order
-// (statestore.BulkRestorer, with a budget small enough to spill runs). Interrupted
+// (kvstore.BulkRestorer, with a budget small enough to spill runs). Interrupted
 // while reading or while loading, it leaves the store empty with no checkpoint and no
 // run files; run to the end it gives the store a plain restore (NoBulk) gives.
 func TestRestoreFromEmptyOnBolt(t *testing.T) {
@@ -211,7 +211,7 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		backend, err := statestore.OpenBolt(dir, statestore.BoltOptions{})
+		backend, err := kvstore.OpenBolt(dir, kvstore.BoltOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +228,7 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 				t.Fatalf("%s: run files left: %v", what, left)
 			}
 		}
-		r := &changelog.Restorer{Client: client, FetchMaxBytes: 4096, FromEmpty: statestore.BulkRestorerOptions{MaxBytes: 2048, TxBytes: 1024}}
+		r := &changelog.Restorer{Client: client, FetchMaxBytes: 4096, FromEmpty: kvstore.BulkRestorerOptions{MaxBytes: 2048, TxBytes: 1024}}
 
 		// Interrupted while reading, as a rebalance would.
 		stopCtx, stop := context.WithCancel(ctx)
@@ -268,7 +268,7 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 		sameContent(t, storeContent(t, backend, "s"), want)
 
 		// The plain path gives the same store.
-		plain, err := statestore.OpenBolt(t.TempDir(), statestore.BoltOptions{})
+		plain, err := kvstore.OpenBolt(t.TempDir(), kvstore.BoltOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

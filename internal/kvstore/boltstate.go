@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/eddy-streams/eddy/internal/flock"
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // Child processes: a test re-executes the test binary with -test.run naming
@@ -211,16 +212,16 @@ func TestBoltCloseIsIdempotentAndLaterCallsFail(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close after Close: %v", err)
 	}
-	if it.Next() || !errors.Is(it.Err(), ErrClosed) {
+	if it.Next() || !errors.Is(it.Err(), statestore.ErrClosed) {
 		t.Fatalf("iterator after Close: err %v", it.Err())
 	}
-	if _, err := b.Get("s", []byte("k")); !errors.Is(err, ErrClosed) {
+	if _, err := b.Get("s", []byte("k")); !errors.Is(err, statestore.ErrClosed) {
 		t.Fatalf("Get after Close: %v", err)
 	}
-	if err := b.Write(Batch{}); !errors.Is(err, ErrClosed) {
+	if err := b.Write(Batch{}); !errors.Is(err, statestore.ErrClosed) {
 		t.Fatalf("Write after Close: %v", err)
 	}
-	if _, _, err := b.Checkpoint("s"); !errors.Is(err, ErrClosed) {
+	if _, _, err := b.Checkpoint("s"); !errors.Is(err, statestore.ErrClosed) {
 		t.Fatalf("Checkpoint after Close: %v", err)
 	}
 }
@@ -231,14 +232,14 @@ func TestBoltLockSameProcess(t *testing.T) {
 	start := time.Now()
 	second, err := OpenBolt(dir, BoltOptions{LockTimeout: 300 * time.Millisecond})
 	took := time.Since(start)
-	if !errors.Is(err, ErrLocked) {
+	if !errors.Is(err, statestore.ErrLocked) {
 		if second != nil {
 			second.Close()
 		}
-		t.Fatalf("second OpenBolt while the first is open: %v; want ErrLocked", err)
+		t.Fatalf("second OpenBolt while the first is open: %v; want statestore.ErrLocked", err)
 	}
 	if took < 300*time.Millisecond || took > 3*time.Second {
-		t.Fatalf("ErrLocked after %v; want the 300ms timeout", took)
+		t.Fatalf("statestore.ErrLocked after %v; want the 300ms timeout", took)
 	}
 	if !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Errorf("error does not name the holder: %v", err)
@@ -274,14 +275,14 @@ func TestBoltLockOtherProcess(t *testing.T) {
 	}
 	start := time.Now()
 	b, err := OpenBolt(dir, BoltOptions{LockTimeout: 300 * time.Millisecond})
-	if !errors.Is(err, ErrLocked) {
+	if !errors.Is(err, statestore.ErrLocked) {
 		if b != nil {
 			b.Close()
 		}
-		t.Fatalf("OpenBolt while another process holds it: %v; want ErrLocked", err)
+		t.Fatalf("OpenBolt while another process holds it: %v; want statestore.ErrLocked", err)
 	}
 	if took := time.Since(start); took > 3*time.Second {
-		t.Fatalf("ErrLocked after %v", took)
+		t.Fatalf("statestore.ErrLocked after %v", took)
 	}
 	if !strings.Contains(err.Error(), fmt.Sprintf("pid %d", cmd.Process.Pid)) {
 		t.Errorf("error does not name the holder pid %d: %v", cmd.Process.Pid, err)
@@ -661,7 +662,7 @@ func TestBoltFileWithoutFreelistOrState(t *testing.T) {
 }
 
 // A program that ignores LOCK but holds bbolt's own lock of stores.db: OpenBolt still
-// fails with ErrLocked within LockTimeout (bbolt's flock, like ours, excludes another
+// fails with statestore.ErrLocked within LockTimeout (bbolt's flock, like ours, excludes another
 // open file description of the same process).
 func TestBoltLockHeldByBboltItself(t *testing.T) {
 	dir := t.TempDir()
@@ -676,14 +677,14 @@ func TestBoltLockHeldByBboltItself(t *testing.T) {
 	defer db.Close()
 	start := time.Now()
 	b, err = OpenBolt(dir, BoltOptions{LockTimeout: 300 * time.Millisecond})
-	if !errors.Is(err, ErrLocked) {
+	if !errors.Is(err, statestore.ErrLocked) {
 		if b != nil {
 			b.Close()
 		}
-		t.Fatalf("OpenBolt while bbolt holds the file: %v; want ErrLocked", err)
+		t.Fatalf("OpenBolt while bbolt holds the file: %v; want statestore.ErrLocked", err)
 	}
 	if took := time.Since(start); took > 3*time.Second {
-		t.Fatalf("ErrLocked after %v", took)
+		t.Fatalf("statestore.ErrLocked after %v", took)
 	}
 	// Our lock was released with the failure: a later open succeeds.
 	if err := db.Close(); err != nil {

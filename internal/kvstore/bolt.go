@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/eddy-streams/eddy/internal/flock"
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // Files of a task's state directory.
@@ -38,9 +39,6 @@ const (
 	// damagedPrefix starts the name a damaged file is moved to, followed by the unix time.
 	damagedPrefix = BoltFileName + ".damaged-"
 )
-
-// MaxKeySize is the longest key bbolt stores, in bytes.
-const MaxKeySize = bolt.MaxKeySize
 
 // ErrDamaged is wrapped by the errors of a bbolt backend that found its file damaged
 // while in use (a page that does not parse). The backend refuses further work; the next
@@ -134,7 +132,7 @@ type OpenReport struct {
 }
 
 // OpenBolt opens (creating if needed) the bbolt file of one task in dir. A file locked
-// by another owner yields an error wrapping ErrLocked within LockTimeout. A damaged
+// by another owner yields an error wrapping statestore.ErrLocked within LockTimeout. A damaged
 // file is moved aside and replaced by an empty one (see OpenBoltReport).
 func OpenBolt(dir string, opts BoltOptions) (Backend, error) {
 	b, _, err := OpenBoltReport(dir, opts)
@@ -192,7 +190,7 @@ func lockDir(dir string, timeout time.Duration) (*os.File, error) {
 			if h := trimSpace(holder); len(h) > 0 {
 				who = ", held by " + string(h)
 			}
-			return nil, fmt.Errorf("statestore: %s: %w (waited %v%s; is another instance or task using this state dir?)", dir, ErrLocked, timeout, who)
+			return nil, fmt.Errorf("statestore: %s: %w (waited %v%s; is another instance or task using this state dir?)", dir, statestore.ErrLocked, timeout, who)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -375,7 +373,7 @@ func openBoltDB(path string, opts BoltOptions) (db *bolt.DB, err error) {
 	case err == nil:
 		return db, nil
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("statestore: %s: %w (bbolt's own lock; waited %v)", path, ErrLocked, opts.LockTimeout)
+		return nil, fmt.Errorf("statestore: %s: %w (bbolt's own lock; waited %v)", path, statestore.ErrLocked, opts.LockTimeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, damagef("bbolt cannot open the file: %v", err)
 	default:
@@ -517,7 +515,7 @@ func (b *boltBackend) do(op, store string, fn func() error) (err error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
-		return fmt.Errorf("statestore: %s: %w", b.path, ErrClosed)
+		return fmt.Errorf("statestore: %s: %w", b.path, statestore.ErrClosed)
 	}
 	if d := b.damaged.Load(); d != nil {
 		return *d

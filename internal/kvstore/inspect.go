@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/eddy-streams/eddy/internal/flock"
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // This file reads a task's bbolt file for operators (cmd/eddy's "state inspect" and
@@ -26,7 +27,7 @@ import (
 type InspectOptions struct {
 	// LockTimeout bounds the wait for the lock of a running owner; default 1s. The owner
 	// keeps the lock for as long as it has the file open, so the wait fails with an
-	// error wrapping ErrLocked while the application runs.
+	// error wrapping statestore.ErrLocked while the application runs.
 	LockTimeout time.Duration
 	// Verify runs the full consistency check (VerifyBoltFile) before reading the file.
 	// Without it only the meta pages are checked.
@@ -75,7 +76,7 @@ type BoltStoreInfo struct {
 // counts, sizes and checkpoints, and whether the file was closed cleanly. It reads the
 // file read-only while holding the directory's lock. While another owner (a running
 // application) has the file open, it fails within LockTimeout with an error wrapping
-// ErrLocked; a file that is not a sound bbolt file gives an error wrapping ErrDamaged.
+// statestore.ErrLocked; a file that is not a sound bbolt file gives an error wrapping ErrDamaged.
 func InspectBolt(dir string, opts InspectOptions) (BoltFileInfo, error) {
 	info := BoltFileInfo{Dir: dir, Path: filepath.Join(dir, BoltFileName)}
 	err := viewBolt(dir, opts, &info, func(tx *bolt.Tx) error {
@@ -254,7 +255,7 @@ func viewBolt(dir string, opts InspectOptions, info *BoltFileInfo, fn func(*bolt
 	db, err := bolt.Open(path, 0o444, &bolt.Options{ReadOnly: true, Timeout: wait})
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return fmt.Errorf("statestore: %s: %w: another process has the file open (bbolt's lock; waited %v); stop the application first", path, ErrLocked, opts.LockTimeout)
+		return fmt.Errorf("statestore: %s: %w: another process has the file open (bbolt's lock; waited %v); stop the application first", path, statestore.ErrLocked, opts.LockTimeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return fmt.Errorf("statestore: %s: %w: %w", path, ErrDamaged, err)
 	case err != nil:
@@ -323,7 +324,7 @@ func lockForInspect(dir string, timeout time.Duration) (release func(), err erro
 			}
 			return nil, fmt.Errorf("statestore: %s: %w: %s has the store file open (waited %v); "+
 				"the file cannot be read while the application runs: stop the application (or the instance using this state dir) first",
-				dir, ErrLocked, who, timeout)
+				dir, statestore.ErrLocked, who, timeout)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // Backend is the byte-level, durable layer holding every store of one task: one bbolt
@@ -96,7 +98,7 @@ func (b *memoryBackend) Get(store string, key []byte) ([]byte, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
-		return nil, ErrClosed
+		return nil, statestore.ErrClosed
 	}
 	s := b.stores[store]
 	if s == nil {
@@ -113,7 +115,7 @@ func (b *memoryBackend) Iterate(store string, from, to []byte) (BytesIterator, e
 	b.mu.Lock() // keys() may build the sorted index
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, ErrClosed
+		return nil, statestore.ErrClosed
 	}
 	s := b.stores[store]
 	if s == nil {
@@ -139,7 +141,7 @@ func (b *memoryBackend) Count(store string) (int64, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
-		return 0, ErrClosed
+		return 0, statestore.ErrClosed
 	}
 	if s := b.stores[store]; s != nil {
 		return int64(len(s.m)), nil
@@ -147,15 +149,15 @@ func (b *memoryBackend) Count(store string) (int64, error) {
 	return 0, nil
 }
 
-// checkKeys refuses a batch with a key longer than MaxKeySize, which bbolt cannot
+// checkKeys refuses a batch with a key longer than statestore.MaxKeySize, which bbolt cannot
 // store: typed stores refuse such keys before they reach a changelog, so one can come
 // only from a changelog written by something else, and restoring it must fail the same
 // way (and with a short message) in every backend.
 func (batch Batch) checkKeys() error {
 	for store, entries := range batch.Writes {
 		for _, e := range entries {
-			if len(e.Key) > MaxKeySize {
-				return fmt.Errorf("store %q: %w: a key of %d bytes (starting %x)", store, ErrKeyTooLarge, len(e.Key), e.Key[:16])
+			if len(e.Key) > statestore.MaxKeySize {
+				return fmt.Errorf("store %q: %w: a key of %d bytes (starting %x)", store, statestore.ErrKeyTooLarge, len(e.Key), e.Key[:16])
 			}
 		}
 	}
@@ -166,7 +168,7 @@ func (b *memoryBackend) Write(batch Batch) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return ErrClosed
+		return statestore.ErrClosed
 	}
 	if err := batch.checkKeys(); err != nil {
 		return err
@@ -202,7 +204,7 @@ func (b *memoryBackend) Checkpoint(store string) (int64, bool, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
-		return 0, false, ErrClosed
+		return 0, false, statestore.ErrClosed
 	}
 	off, ok := b.checkpoints[store]
 	return off, ok, nil
@@ -212,7 +214,7 @@ func (b *memoryBackend) Wipe(store string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return ErrClosed
+		return statestore.ErrClosed
 	}
 	delete(b.stores, store)
 	delete(b.checkpoints, store)

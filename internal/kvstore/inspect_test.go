@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // inspectFixture writes a task file: store "a" with the empty key and two more keys
@@ -151,8 +153,8 @@ func TestInspectBoltLocked(t *testing.T) {
 	start := time.Now()
 	_, err = InspectBolt(dir, InspectOptions{LockTimeout: 200 * time.Millisecond})
 	took := time.Since(start)
-	if !errors.Is(err, ErrLocked) {
-		t.Fatalf("InspectBolt of an open file: %v, want ErrLocked", err)
+	if !errors.Is(err, statestore.ErrLocked) {
+		t.Fatalf("InspectBolt of an open file: %v, want statestore.ErrLocked", err)
 	}
 	if !strings.Contains(err.Error(), "stop the application") || !strings.Contains(err.Error(), "pid ") {
 		t.Errorf("the error does not say who holds the file and what to do: %v", err)
@@ -161,8 +163,8 @@ func TestInspectBoltLocked(t *testing.T) {
 		t.Errorf("waited %v for a 200ms lock timeout", took)
 	}
 	err = DumpBolt(dir, "a", InspectOptions{LockTimeout: 50 * time.Millisecond}, func(k, v []byte) error { return nil })
-	if !errors.Is(err, ErrLocked) {
-		t.Fatalf("DumpBolt of an open file: %v, want ErrLocked", err)
+	if !errors.Is(err, statestore.ErrLocked) {
+		t.Fatalf("DumpBolt of an open file: %v, want statestore.ErrLocked", err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)

@@ -1,10 +1,12 @@
-package statestore
+package kvstore
 
 import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // RestoreBatch makes the backend write that applies one fetched batch of a store's
@@ -67,10 +69,10 @@ func keyPrefix(key []byte) uint64 {
 // buffer must be empty, or its values would hide the restored ones.
 func (b *Buffer) Restore(records []Entry, next int64) error {
 	if len(b.dirty) > 0 {
-		return &StoreError{Store: b.name, Op: "restore", Err: fmt.Errorf("%d buffered changes: restore before processing", len(b.dirty))}
+		return &statestore.StoreError{Store: b.name, Op: "restore", Err: fmt.Errorf("%d buffered changes: restore before processing", len(b.dirty))}
 	}
 	if err := b.backend.Write(RestoreBatch(b.name, records, next)); err != nil {
-		return &StoreError{Store: b.name, Op: "restore", Err: err}
+		return &statestore.StoreError{Store: b.name, Op: "restore", Err: err}
 	}
 	return nil
 }
@@ -147,11 +149,11 @@ func (r *Restorer) Flush() error {
 	}
 	if u, ok := r.backend.(unsyncedWriter); ok {
 		if err := u.beginUnsynced(); err != nil {
-			return &StoreError{Store: r.store, Op: "restore", Err: err}
+			return &statestore.StoreError{Store: r.store, Op: "restore", Err: err}
 		}
 	}
 	if err := r.backend.Write(RestoreBatch(r.store, r.pending, r.next)); err != nil {
-		return &StoreError{Store: r.store, Op: "restore", Err: err}
+		return &statestore.StoreError{Store: r.store, Op: "restore", Err: err}
 	}
 	r.restored += int64(len(r.pending))
 	clear(r.pending) // drop the references to the records' bytes
@@ -168,7 +170,7 @@ func (r *Restorer) Finish() error {
 	}
 	if u, ok := r.backend.(unsyncedWriter); ok {
 		if err := u.endUnsynced(); err != nil {
-			return &StoreError{Store: r.store, Op: "restore", Err: err}
+			return &statestore.StoreError{Store: r.store, Op: "restore", Err: err}
 		}
 	}
 	return nil

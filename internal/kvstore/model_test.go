@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"cmp"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/eddy-streams/eddy/serde"
 	"pgregory.net/rapid"
+
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // The model-based test: random sequences of store operations through the typed layer
@@ -27,7 +29,7 @@ type modelMachine struct {
 	backend Backend
 	set     *Set
 	bufs    map[string]*Buffer
-	kv      map[string]KeyValueStore[string, string]
+	kv      map[string]statestore.KeyValueStore[string, string]
 
 	// the model
 	committed   map[string]map[string]string
@@ -55,7 +57,7 @@ func (m *modelMachine) open(rt *rapid.T) {
 	// The memory backend lives on; a new Set over it is its "reopen".
 	m.set = NewSet(m.backend)
 	m.bufs = map[string]*Buffer{}
-	m.kv = map[string]KeyValueStore[string, string]{}
+	m.kv = map[string]statestore.KeyValueStore[string, string]{}
 	for _, name := range modelStores {
 		buf, err := m.set.Register(name, true)
 		if err != nil {
@@ -107,18 +109,18 @@ var (
 	modelStore = rapid.SampledFrom(modelStores)
 )
 
-func (m *modelMachine) expectRange(rt *rapid.T, what string, it Iterator[string, string], err error, in func(string) bool, store string) {
-	got, err := Collect(it, err)
+func (m *modelMachine) expectRange(rt *rapid.T, what string, it statestore.Iterator[string, string], err error, in func(string) bool, store string) {
+	got, err := statestore.Collect(it, err)
 	if err != nil {
 		rt.Fatalf("%s: %v", what, err)
 	}
-	var want []KeyValue[string, string]
+	var want []statestore.KeyValue[string, string]
 	for k, v := range m.view(store) {
 		if in(k) {
-			want = append(want, KeyValue[string, string]{k, v})
+			want = append(want, statestore.KeyValue[string, string]{Key: k, Value: v})
 		}
 	}
-	slices.SortFunc(want, func(a, b KeyValue[string, string]) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(want, func(a, b statestore.KeyValue[string, string]) int { return cmp.Compare(a.Key, b.Key) })
 	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 		rt.Fatalf("%s on %s:\n got %q\nwant %q", what, store, got, want)
 	}

@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // stagingBucket holds the stores a BulkRestorer is building: store name → a bucket
@@ -55,8 +57,8 @@ func (b *boltBackend) bulkLoad(ctx context.Context, store string, src func() ([]
 						emptyValue = v
 						continue
 					}
-					if len(k) > MaxKeySize {
-						return fmt.Errorf("store %q: %w: a key of %d bytes (starting %x)", store, ErrKeyTooLarge, len(k), k[:16])
+					if len(k) > statestore.MaxKeySize {
+						return fmt.Errorf("store %q: %w: a key of %d bytes (starting %x)", store, statestore.ErrKeyTooLarge, len(k), k[:16])
 					}
 					if err := bk.Put(k, v); err != nil {
 						return fmt.Errorf("store %q: key %x: %w", store, k, err)

@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // BulkRestorerOptions bound the memory of a BulkRestorer.
@@ -112,7 +114,7 @@ func NewBulkRestorer(backend Backend, store string, opts BulkRestorerOptions) (*
 		return nil, ErrBulkUnsupported
 	}
 	if err := checkStoreName(store); err != nil {
-		return nil, &StoreError{Store: store, Op: "bulk restore", Err: err}
+		return nil, &statestore.StoreError{Store: store, Op: "bulk restore", Err: err}
 	}
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 32 << 20
@@ -125,12 +127,12 @@ func NewBulkRestorer(backend Backend, store string, opts BulkRestorerOptions) (*
 	}
 	r := &BulkRestorer{loader: l, store: store, opts: opts}
 	if err := l.bulkDrop(store); err != nil {
-		return nil, &StoreError{Store: store, Op: "bulk restore", Err: err}
+		return nil, &statestore.StoreError{Store: store, Op: "bulk restore", Err: err}
 	}
 	old, _ := filepath.Glob(filepath.Join(opts.SpillDir, r.spillPattern()))
 	for _, d := range old {
 		if err := os.RemoveAll(d); err != nil {
-			return nil, &StoreError{Store: store, Op: "bulk restore", Err: fmt.Errorf("remove leftover run files: %w", err)}
+			return nil, &statestore.StoreError{Store: store, Op: "bulk restore", Err: fmt.Errorf("remove leftover run files: %w", err)}
 		}
 	}
 	return r, nil
@@ -286,20 +288,20 @@ func (r *BulkRestorer) spill() (err error) {
 	}
 	if r.dir == "" {
 		if err := os.MkdirAll(r.opts.SpillDir, 0o755); err != nil {
-			return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 		}
 		if r.dir, err = os.MkdirTemp(r.opts.SpillDir, r.spillPattern()[:len(r.spillPattern())-1]); err != nil {
-			return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 		}
 	}
 	path := filepath.Join(r.dir, fmt.Sprintf("run-%06d", len(r.runs)))
 	f, err := os.Create(path)
 	if err != nil {
-		return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+		return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
-			err = &StoreError{Store: r.store, Op: "bulk restore", Err: cerr}
+			err = &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: cerr}
 		}
 	}()
 	w := bufio.NewWriterSize(f, 1<<20)
@@ -317,14 +319,14 @@ func (r *BulkRestorer) spill() (err error) {
 			hdr = binary.AppendUvarint(hdr, uint64(len(v))+1)
 		}
 		if _, err := w.Write(hdr); err != nil {
-			return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 		}
 		if _, err := w.Write(v); err != nil {
-			return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 		}
 	}
 	if err := w.Flush(); err != nil {
-		return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+		return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 	}
 	r.runs = append(r.runs, path)
 	r.resetGathered()
@@ -341,23 +343,23 @@ func (r *BulkRestorer) Finish(ctx context.Context) error {
 	}
 	src, closeSrc, err := r.merged()
 	if err != nil {
-		return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+		return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 	}
 	defer closeSrc()
 	if u, ok := r.loader.(unsyncedWriter); ok {
 		if err := u.beginUnsynced(); err != nil {
-			return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 		}
 	}
 	if err := r.loader.bulkLoad(ctx, r.store, src, r.next, r.opts.TxBytes); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+		return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 	}
 	if u, ok := r.loader.(unsyncedWriter); ok {
 		if err := u.endUnsynced(); err != nil {
-			return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 		}
 	}
 	return nil
@@ -367,7 +369,7 @@ func (r *BulkRestorer) Finish(ctx context.Context) error {
 func (r *BulkRestorer) Abort() error {
 	r.cleanup()
 	if err := r.loader.bulkDrop(r.store); err != nil {
-		return &StoreError{Store: r.store, Op: "bulk restore", Err: err}
+		return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 	}
 	return nil
 }

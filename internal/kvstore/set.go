@@ -1,10 +1,12 @@
-package statestore
+package kvstore
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // ChangelogWriter takes the changelog records of a commit: one per dirty key, the key's
@@ -76,7 +78,7 @@ func (s *Set) Dirty() int {
 // depending on how the transaction ends.
 func (s *Set) LogChanges(w ChangelogWriter) error {
 	if s.closed {
-		return ErrClosed
+		return statestore.ErrClosed
 	}
 	for _, name := range s.names {
 		b := s.buffers[name]
@@ -85,7 +87,7 @@ func (s *Set) LogChanges(w ChangelogWriter) error {
 		}
 		for _, e := range b.sortedDirty() {
 			if err := w.WriteChange(name, e.Key, e.Value); err != nil {
-				return &StoreError{Store: name, Op: "write changelog", Err: err}
+				return &statestore.StoreError{Store: name, Op: "write changelog", Err: err}
 			}
 		}
 	}
@@ -97,7 +99,7 @@ func (s *Set) LogChanges(w ChangelogWriter) error {
 // transaction carrying the changelog records committed.
 func (s *Set) Flush(checkpoints map[string]int64) error {
 	if s.closed {
-		return ErrClosed
+		return statestore.ErrClosed
 	}
 	batches := map[Backend]*Batch{}
 	batchOf := func(be Backend) *Batch {
@@ -189,7 +191,7 @@ func (b *Buffer) Get(key []byte) ([]byte, error) {
 	}
 	v, err := b.backend.Get(b.name, key)
 	if err != nil {
-		return nil, &StoreError{Store: b.name, Op: "get", Err: err}
+		return nil, &statestore.StoreError{Store: b.name, Op: "get", Err: err}
 	}
 	return v, nil
 }
@@ -209,12 +211,12 @@ func (b *Buffer) Put(key, value []byte) {
 func (b *Buffer) Count() (int64, error) {
 	n, err := b.backend.Count(b.name)
 	if err != nil {
-		return 0, &StoreError{Store: b.name, Op: "count", Err: err}
+		return 0, &statestore.StoreError{Store: b.name, Op: "count", Err: err}
 	}
 	for k, d := range b.dirty {
 		old, err := b.backend.Get(b.name, []byte(k))
 		if err != nil {
-			return 0, &StoreError{Store: b.name, Op: "count", Err: err}
+			return 0, &statestore.StoreError{Store: b.name, Op: "count", Err: err}
 		}
 		switch {
 		case old == nil && d.value != nil:
@@ -237,7 +239,7 @@ func (b *Buffer) Iterate(from, to []byte) (BytesIterator, error) {
 	}
 	under, err := b.backend.Iterate(b.name, from, to)
 	if err != nil {
-		return nil, &StoreError{Store: b.name, Op: "iterate", Err: err}
+		return nil, &statestore.StoreError{Store: b.name, Op: "iterate", Err: err}
 	}
 	if len(over) == 0 {
 		return under, nil

@@ -1,4 +1,4 @@
-package statestore
+package kvstore
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // Metrics is the metered layer's hook: the metrics package fills it, nil costs nothing.
@@ -18,7 +19,7 @@ type Metrics interface {
 
 // NewKeyValueStore makes the typed, metered top of a store over its caching layer.
 // topic is the name serdes see (the changelog topic, as in Kafka Streams).
-func NewKeyValueStore[K, V any](buf *Buffer, topic string, keys serde.Serde[K], values serde.Serde[V], m Metrics) KeyValueStore[K, V] {
+func NewKeyValueStore[K, V any](buf *Buffer, topic string, keys serde.Serde[K], values serde.Serde[V], m Metrics) statestore.KeyValueStore[K, V] {
 	return &typedStore[K, V]{buf: buf, topic: topic, keys: keys, values: values, metrics: m}
 }
 
@@ -48,15 +49,15 @@ func (s *typedStore[K, V]) now() time.Time {
 func (s *typedStore[K, V]) key(k K, op string) ([]byte, error) {
 	b, err := s.keys.Serialize(s.topic, k)
 	if err != nil {
-		return nil, &StoreError{Store: s.buf.name, Op: op + ": serialize key", Err: err}
+		return nil, &statestore.StoreError{Store: s.buf.name, Op: op + ": serialize key", Err: err}
 	}
 	if b == nil {
-		return nil, &StoreError{Store: s.buf.name, Op: op, Err: ErrNullKey}
+		return nil, &statestore.StoreError{Store: s.buf.name, Op: op, Err: statestore.ErrNullKey}
 	}
-	if len(b) > MaxKeySize {
+	if len(b) > statestore.MaxKeySize {
 		// Refused here, before it reaches the changelog: bbolt would refuse it at every
 		// flush and every restore after.
-		return nil, &StoreError{Store: s.buf.name, Op: op, Err: fmt.Errorf("%w: serialized key of %d bytes", ErrKeyTooLarge, len(b))}
+		return nil, &statestore.StoreError{Store: s.buf.name, Op: op, Err: fmt.Errorf("%w: serialized key of %d bytes", statestore.ErrKeyTooLarge, len(b))}
 	}
 	return b, nil
 }
@@ -74,7 +75,7 @@ func (s *typedStore[K, V]) Get(k K) (V, bool, error) {
 	}
 	v, err := serdes.Deserialize(s.values, s.topic, vb)
 	if err != nil {
-		return zero, false, &StoreError{Store: s.buf.name, Op: "get: deserialize value", Err: err}
+		return zero, false, &statestore.StoreError{Store: s.buf.name, Op: "get: deserialize value", Err: err}
 	}
 	return v, true, nil
 }
@@ -87,7 +88,7 @@ func (s *typedStore[K, V]) Put(k K, v V) error {
 	}
 	vb, err := s.values.Serialize(s.topic, v)
 	if err != nil {
-		return &StoreError{Store: s.buf.name, Op: "put: serialize value", Err: err}
+		return &statestore.StoreError{Store: s.buf.name, Op: "put: serialize value", Err: err}
 	}
 	s.buf.Put(kb, vb)
 	return nil
@@ -111,7 +112,7 @@ func (s *typedStore[K, V]) Delete(k K) error {
 	return nil
 }
 
-func (s *typedStore[K, V]) Range(from, to K) (Iterator[K, V], error) {
+func (s *typedStore[K, V]) Range(from, to K) (statestore.Iterator[K, V], error) {
 	defer s.observe("range", s.now())
 	fb, err := s.key(from, "range")
 	if err != nil {
@@ -124,7 +125,7 @@ func (s *typedStore[K, V]) Range(from, to K) (Iterator[K, V], error) {
 	return s.iterate(fb, tb)
 }
 
-func (s *typedStore[K, V]) Prefix(prefix K) (Iterator[K, V], error) {
+func (s *typedStore[K, V]) Prefix(prefix K) (statestore.Iterator[K, V], error) {
 	defer s.observe("range", s.now())
 	pb, err := s.key(prefix, "prefix")
 	if err != nil {
@@ -133,12 +134,12 @@ func (s *typedStore[K, V]) Prefix(prefix K) (Iterator[K, V], error) {
 	return s.iterate(pb, prefixEnd(pb))
 }
 
-func (s *typedStore[K, V]) All() (Iterator[K, V], error) {
+func (s *typedStore[K, V]) All() (statestore.Iterator[K, V], error) {
 	defer s.observe("range", s.now())
 	return s.iterate(nil, nil)
 }
 
-func (s *typedStore[K, V]) iterate(from, to []byte) (Iterator[K, V], error) {
+func (s *typedStore[K, V]) iterate(from, to []byte) (statestore.Iterator[K, V], error) {
 	if len(from) == 0 {
 		from = nil // the empty key is the smallest: an open lower bound
 	}
@@ -183,11 +184,11 @@ func (t *typedIterator[K, V]) Next() bool {
 	// into a read transaction), and a serde may keep them (Bytes does): hand it copies.
 	var err error
 	if t.k, err = serdes.Deserialize(t.s.keys, t.s.topic, bytes.Clone(t.it.Key())); err != nil {
-		t.err = &StoreError{Store: t.s.buf.name, Op: "iterate: deserialize key", Err: err}
+		t.err = &statestore.StoreError{Store: t.s.buf.name, Op: "iterate: deserialize key", Err: err}
 		return false
 	}
 	if t.v, err = serdes.Deserialize(t.s.values, t.s.topic, bytes.Clone(t.it.Value())); err != nil {
-		t.err = &StoreError{Store: t.s.buf.name, Op: "iterate: deserialize value", Err: err}
+		t.err = &statestore.StoreError{Store: t.s.buf.name, Op: "iterate: deserialize value", Err: err}
 		return false
 	}
 	return true

@@ -1,10 +1,12 @@
-package statestore
+package kvstore
 
 import (
 	"bytes"
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // changelogRecords decodes fuzz bytes into changelog records with few distinct keys
@@ -43,7 +45,7 @@ func changelogRecords(data []byte) []Entry {
 // FuzzRestoreBatch: changelog records, any keys and values in any order, restored in
 // two batches: the store then holds the last value of every key (a tombstone deletes
 // it; an empty key and an empty value are a key and a value), in both backends, with
-// the checkpoint of the last batch. A key longer than MaxKeySize fails the write in
+// the checkpoint of the last batch. A key longer than statestore.MaxKeySize fails the write in
 // both, changing nothing.
 func FuzzRestoreBatch(f *testing.F) {
 	f.Add([]byte("\x01a\x01x\x01a\x02yy\x01b\xff\x00\x00"), uint8(1), false)
@@ -67,7 +69,7 @@ func FuzzRestoreBatch(f *testing.F) {
 		}
 		first, second := recs[:cut], slices.Clone(recs[cut:])
 		if bigKey {
-			second = append(second, Entry{Key: bytes.Repeat([]byte{'k'}, MaxKeySize+1), Value: []byte("v")})
+			second = append(second, Entry{Key: bytes.Repeat([]byte{'k'}, statestore.MaxKeySize+1), Value: []byte("v")})
 		}
 		model := map[string][]byte{}
 		apply := func(rs []Entry) {
@@ -91,10 +93,10 @@ func FuzzRestoreBatch(f *testing.F) {
 			want, cp := model, int64(20)
 			if bigKey {
 				if err == nil {
-					t.Fatalf("%s: a key of %d bytes was written", name, MaxKeySize+1)
+					t.Fatalf("%s: a key of %d bytes was written", name, statestore.MaxKeySize+1)
 				}
-				if !errors.Is(err, ErrKeyTooLarge) {
-					t.Fatalf("%s: a key of %d bytes: %v; want ErrKeyTooLarge", name, MaxKeySize+1, err)
+				if !errors.Is(err, statestore.ErrKeyTooLarge) {
+					t.Fatalf("%s: a key of %d bytes: %v; want statestore.ErrKeyTooLarge", name, statestore.MaxKeySize+1, err)
 				}
 				want, cp = afterFirst, 10
 			} else if err != nil {

@@ -1,4 +1,4 @@
-package statestore_test
+package kvstore_test
 
 import (
 	"errors"
@@ -8,20 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
 )
 
 // newStore registers one logged store in a fresh Set over a memory backend.
-func newStore[K, V any](t *testing.T, keys serde.Serde[K], values serde.Serde[V]) (*statestore.Set, statestore.KeyValueStore[K, V]) {
+func newStore[K, V any](t *testing.T, keys serde.Serde[K], values serde.Serde[V]) (*kvstore.Set, statestore.KeyValueStore[K, V]) {
 	t.Helper()
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	t.Cleanup(func() { _ = set.Close() })
 	buf, err := set.Register("s", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return set, statestore.NewKeyValueStore(buf, "app-s-changelog", keys, values, nil)
+	return set, kvstore.NewKeyValueStore(buf, "app-s-changelog", keys, values, nil)
 }
 
 // recorder is a ChangelogWriter that keeps what it is given.
@@ -38,7 +39,7 @@ func (r *recorder) WriteChange(store string, key, value []byte) error {
 
 // commit logs the changes and flushes them, as the runtime does around a committed
 // transaction, and returns the changelog records.
-func commit(t *testing.T, set *statestore.Set) []string {
+func commit(t *testing.T, set *kvstore.Set) []string {
 	t.Helper()
 	var r recorder
 	if err := set.LogChanges(&r); err != nil {
@@ -302,14 +303,14 @@ func TestApproximateCount(t *testing.T) {
 
 func TestLogChangesFlushDiscard(t *testing.T) {
 	scan := func(it statestore.Iterator[string, string], err error) []string { return pairs(t, it, err) }
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	defer set.Close()
 	bufB, _ := set.Register("b-store", true)
 	bufA, _ := set.Register("a-store", true)
 	bufL, _ := set.Register("local", false)
-	a := statestore.NewKeyValueStore(bufA, "t", serde.String(), serde.String(), nil)
-	b := statestore.NewKeyValueStore(bufB, "t", serde.String(), serde.String(), nil)
-	l := statestore.NewKeyValueStore(bufL, "t", serde.String(), serde.String(), nil)
+	a := kvstore.NewKeyValueStore(bufA, "t", serde.String(), serde.String(), nil)
+	b := kvstore.NewKeyValueStore(bufB, "t", serde.String(), serde.String(), nil)
+	l := kvstore.NewKeyValueStore(bufL, "t", serde.String(), serde.String(), nil)
 	if _, err := set.Register("a-store", true); err == nil || !strings.Contains(err.Error(), "a-store") {
 		t.Fatalf("second Register of a-store = %v", err)
 	}
@@ -425,11 +426,11 @@ func TestReturnedBytesDoNotAliasTheStore(t *testing.T) {
 
 // Keys stored with one serde and read with another fail to deserialize, naming the store.
 func TestDeserializeErrorNamesStore(t *testing.T) {
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	defer set.Close()
 	buf, _ := set.Register("numbers", true)
-	raw := statestore.NewKeyValueStore(buf, "t", serde.String(), serde.String(), nil)
-	typed := statestore.NewKeyValueStore(buf, "t", serde.String(), serde.Int64(), nil)
+	raw := kvstore.NewKeyValueStore(buf, "t", serde.String(), serde.String(), nil)
+	typed := kvstore.NewKeyValueStore(buf, "t", serde.String(), serde.Int64(), nil)
 	must(t, raw.Put("k", "abc"))
 	_, _, err := typed.Get("k")
 	var se *statestore.StoreError
@@ -458,11 +459,11 @@ func (m *opRecorder) ObserveOp(store, op string, d time.Duration) {
 
 func TestMetricsObserveEachOperation(t *testing.T) {
 	scan := func(it statestore.Iterator[string, string], err error) []string { return pairs(t, it, err) }
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	defer set.Close()
 	buf, _ := set.Register("m", true)
 	rec := &opRecorder{}
-	s := statestore.NewKeyValueStore(buf, "t", serde.String(), serde.String(), rec)
+	s := kvstore.NewKeyValueStore(buf, "t", serde.String(), serde.String(), rec)
 	must(t, s.Put("a", "1"))
 	get(t, s, "a")
 	must(t, s.Delete("a"))
@@ -478,13 +479,13 @@ func TestMetricsObserveEachOperation(t *testing.T) {
 // In-memory stores of a task may live in a second backend; Flush writes both, Close
 // closes each once.
 func TestRegisterInSecondBackend(t *testing.T) {
-	main, mem := &countingBackend{Backend: statestore.NewMemoryBackend()}, &countingBackend{Backend: statestore.NewMemoryBackend()}
-	set := statestore.NewSet(main)
+	main, mem := &countingBackend{Backend: kvstore.NewMemoryBackend()}, &countingBackend{Backend: kvstore.NewMemoryBackend()}
+	set := kvstore.NewSet(main)
 	bufA, _ := set.Register("a", true)
 	bufB, _ := set.RegisterIn("b", true, mem)
 	bufC, _ := set.RegisterIn("c", false, mem)
-	for _, buf := range []*statestore.Buffer{bufA, bufB, bufC} {
-		must(t, statestore.NewKeyValueStore(buf, "t", serde.String(), serde.String(), nil).Put("k", buf.Name()))
+	for _, buf := range []*kvstore.Buffer{bufA, bufB, bufC} {
+		must(t, kvstore.NewKeyValueStore(buf, "t", serde.String(), serde.String(), nil).Put("k", buf.Name()))
 	}
 	must(t, set.Flush(map[string]int64{"a": 1, "b": 2}))
 	if main.writes != 1 || mem.writes != 1 {
@@ -510,12 +511,12 @@ func TestRegisterInSecondBackend(t *testing.T) {
 }
 
 type countingBackend struct {
-	statestore.Backend
+	kvstore.Backend
 	writes, closes int
 }
 
-func (c *countingBackend) Write(b statestore.Batch) error { c.writes++; return c.Backend.Write(b) }
-func (c *countingBackend) Close() error                   { c.closes++; return c.Backend.Close() }
+func (c *countingBackend) Write(b kvstore.Batch) error { c.writes++; return c.Backend.Write(b) }
+func (c *countingBackend) Close() error                { c.closes++; return c.Backend.Close() }
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -536,10 +537,10 @@ func (printChanges) WriteChange(store string, key, value []byte) error {
 // records inside the task's Kafka transaction, Flush writes them to the backend once the
 // transaction committed, Discard drops them if it aborted.
 func ExampleSet() {
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	defer set.Close()
 	buf, _ := set.Register("counts", true)
-	counts := statestore.NewKeyValueStore(buf, "app-counts-changelog", serde.String(), serde.Int64(), nil)
+	counts := kvstore.NewKeyValueStore(buf, "app-counts-changelog", serde.String(), serde.Int64(), nil)
 
 	_ = counts.Put("kafka", 1)
 	_ = counts.Put("kafka", 2) // last write wins: one changelog record per key
@@ -565,12 +566,12 @@ func ExampleSet() {
 }
 
 func TestOversizedKeyRefused(t *testing.T) {
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	buf, err := set.Register("s", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := statestore.NewKeyValueStore(buf, "topic", serde.String(), serde.String(), nil)
+	kv := kvstore.NewKeyValueStore(buf, "topic", serde.String(), serde.String(), nil)
 	big := strings.Repeat("k", statestore.MaxKeySize+1)
 	if err := kv.Put(big, "v"); !errors.Is(err, statestore.ErrKeyTooLarge) {
 		t.Fatalf("Put of a %d-byte key: %v, want statestore.ErrKeyTooLarge", len(big), err)
@@ -586,12 +587,12 @@ func TestOversizedKeyRefused(t *testing.T) {
 // A key that serializes to null is refused before it reaches the buffer: the
 // changelog, a compacted topic, would refuse the record at commit.
 func TestNullKeyRefused(t *testing.T) {
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	buf, err := set.Register("s", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := statestore.NewKeyValueStore(buf, "topic", serde.Nullable(serde.String()), serde.String(), nil)
+	kv := kvstore.NewKeyValueStore(buf, "topic", serde.Nullable(serde.String()), serde.String(), nil)
 	if err := kv.Put(nil, "v"); !errors.Is(err, statestore.ErrNullKey) {
 		t.Fatalf("Put of a nil key: %v, want statestore.ErrNullKey", err)
 	}
@@ -613,7 +614,7 @@ func TestNullKeyRefused(t *testing.T) {
 // A value serde that panics on stored bytes (restored from a changelog anyone with
 // write access could have written to) gives the processor an error, not a crash.
 func TestDeserializerPanicIsAnError(t *testing.T) {
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	buf, err := set.Register("s", true)
 	if err != nil {
 		t.Fatal(err)
@@ -627,7 +628,7 @@ func TestDeserializerPanicIsAnError(t *testing.T) {
 			}
 			return string(b), nil
 		})
-	kv := statestore.NewKeyValueStore(buf, "topic", touchy, touchy, nil)
+	kv := kvstore.NewKeyValueStore(buf, "topic", touchy, touchy, nil)
 	if err := kv.Put("k", "bad"); err != nil {
 		t.Fatal(err)
 	}
