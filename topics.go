@@ -78,7 +78,7 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 // count of the sub-topology that reads them beside user topics, else that of the one
 // that writes them). It does no I/O.
 func planInternalTopics(topo *topology.Topology, appID string, counts map[string]int32) ([]changelog.TopicSpec, error) {
-	g := topo.Graph()
+	g := graph.Of(topo)
 	// Topics joined by key (the DSL declares them) must be co-partitioned; the error
 	// names both topics. Internal topics of a group are sized below, so only the user
 	// topics are compared here.

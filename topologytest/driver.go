@@ -144,7 +144,7 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 		byTopic: map[string]*task.Task{}, topics: map[string][]Record{}, read: map[string]int{},
 		wall: cfg.StartTime, nextTime: cfg.StartTime,
 	}
-	g := topo.Graph()
+	g := graph.Of(topo)
 	for _, sub := range g.Subtopologies {
 		id := processor.TaskID{Subtopology: sub.ID, Partition: 0}
 		var backend kvstore.Backend = kvstore.NewMemoryBackend()

@@ -40,7 +40,7 @@ func (c *nopCollector) Partitions(string) (int32, error) { return 8, nil }
 // benchTask runs sub-topology sub of topo as task <sub>_3 over a memory backend.
 func benchTask(b *testing.B, topo *topology.Topology, sub int) (*task.Task, *kvstore.Set, *nopCollector) {
 	b.Helper()
-	g := topo.Graph()
+	g := graph.Of(topo)
 	c := &nopCollector{}
 	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	tk, err := task.New(task.Config{

@@ -32,7 +32,7 @@ func (c *collector) Partitions(string) (int32, error) { return c.parts, nil }
 // newTask runs sub-topology 0 of topo as task 0_3 over a memory backend.
 func newTask(t *testing.T, topo *topology.Topology, c *collector, mod func(*task.Config)) *task.Task {
 	t.Helper()
-	g := topo.Graph()
+	g := graph.Of(topo)
 	cfg := task.Config{
 		ID: processor.TaskID{Subtopology: 0, Partition: 3}, ApplicationID: "app", Graph: g, Subtopology: g.Subtopologies[0],
 		Stores: kvstore.NewSet(kvstore.NewMemoryBackend()), Collector: c,
@@ -189,7 +189,7 @@ func TestCommitRequested(t *testing.T) {
 
 func TestConfigChecks(t *testing.T) {
 	topo := passThrough(t, nil)
-	g := topo.Graph()
+	g := graph.Of(topo)
 	base := task.Config{ID: processor.TaskID{Partition: 1}, ApplicationID: "app", Graph: g, Subtopology: g.Subtopologies[0],
 		Stores: kvstore.NewSet(kvstore.NewMemoryBackend()), Collector: &collector{parts: 1}}
 	cfg := base
