@@ -18,12 +18,12 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/flock"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -39,7 +39,7 @@ type runtime struct {
 	client   sarama.Client // group, metadata, offsets, at-least-once producers
 	admin    sarama.ClusterAdmin
 	restoreC sarama.Client // changelog fetches, apart from the group's long polls
-	restorer *changelog.Restorer
+	restorer *restore.Restorer
 	// restoreSlots bounds the stores restoring at once.
 	restoreSlots chan struct{}
 	// flushSlots bounds the tasks writing their stores at once (see taskRunner.commit).
@@ -125,7 +125,7 @@ func newRuntime(a *App) (*runtime, error) {
 		rt.unlockStateDir()
 		return nil, fmt.Errorf("eddy: connect to brokers %v: %w", cfg.Brokers, err)
 	}
-	rt.restorer = &changelog.Restorer{Client: rt.restoreC, Logger: rt.logger}
+	rt.restorer = &restore.Restorer{Client: rt.restoreC, Logger: rt.logger}
 	// Restores and store writes are CPU-bound: more at once than cores is no faster.
 	slots := max(2, goruntime.GOMAXPROCS(0))
 	rt.restoreSlots = make(chan struct{}, slots)

@@ -14,13 +14,13 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/txproducer"
@@ -247,7 +247,7 @@ func (t *taskRunner) readFloors(ctx context.Context) (uint64, error) {
 	if !t.exactlyOnce() {
 		return 0, nil
 	}
-	last, err := changelog.ReadLast(ctx, t.rt.restoreC, t.offsetsTopic, t.id.Partition, 4*(len(t.topics)+1)+16)
+	last, err := kread.ReadLast(ctx, t.rt.restoreC, t.offsetsTopic, t.id.Partition, 4*(len(t.topics)+1)+16)
 	if err != nil {
 		return 0, fmt.Errorf("task %s: read its offsets record: %w", t.id, err)
 	}
@@ -806,7 +806,7 @@ func (t *taskRunner) restore(ctx context.Context) error {
 func (t *taskRunner) restoreStore(ctx context.Context, buf *kvstore.Buffer, name string) error {
 	r := *t.rt.restorer
 	r.Logger = t.logger
-	r.OnProgress = func(p changelog.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
+	r.OnProgress = func(p restore.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
 	res, err := r.Restore(ctx, buf.Backend(), name, t.changelogs[name], t.id.Partition)
 	t.metrics.Restored(name, res.Records)
 	if err != nil {

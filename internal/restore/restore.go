@@ -1,4 +1,12 @@
-package changelog
+// Package restore brings a task's stores up to date from their changelog topics: the
+// runtime's Restorer reads a changelog partition from the store's checkpoint up to its
+// last stable offset (never the high-water mark: transaction markers occupy offsets, so a
+// reader waiting for the high-water mark can wait forever), reading with read_committed
+// and applying the fetched records in large sorted backend writes, each with the
+// checkpoint it reaches; a store restored from empty is built in key order instead and
+// gets its checkpoint at the end (kvstore.BulkRestorer). What a restore did reaches users
+// as a changelog.Result (Config.OnRestore); its failures wrap changelog.ErrRestore.
+package restore
 
 import (
 	"context"
@@ -9,6 +17,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/kvstore"
@@ -25,20 +34,6 @@ type Progress struct {
 	// Rate is the records applied per second so far.
 	Rate     float64
 	Finished bool
-}
-
-// Result says what a restore did.
-type Result struct {
-	Store string
-	// From and To are the offsets read: [From, To).
-	From, To int64
-	// Records is the number of changelog records read and applied (a key written
-	// several times within one fetch is applied once, with its last value).
-	Records int64
-	// Wiped is true when the store was emptied first: it had no checkpoint, or its
-	// checkpoint was outside the changelog (the topic was recreated or truncated).
-	Wiped    bool
-	Duration time.Duration
 }
 
 // Restorer reads changelog partitions into stores. It is safe for concurrent use by
@@ -66,17 +61,6 @@ type Restorer struct {
 	// their progress when interrupted, at about a third of the speed (BENCHMARKS.md).
 	NoBulk bool
 }
-
-// ErrRestore is wrapped by restore failures that are not the context's.
-var ErrRestore = errors.New("changelog restore failed")
-
-// ErrMarkersPending is wrapped by a restore that found the store's checkpoint above the
-// changelog's last stable offset but not above its high-water mark, and the last stable
-// offset did not reach the checkpoint within Restorer.MarkersWait. The checkpoint was
-// written after the store's last transaction committed, so the commit markers of that
-// transaction (or of a transaction of another producer that began before it) are not
-// written yet. The store is left as it is; retrying later is safe.
-var ErrMarkersPending = errors.New("commit markers pending on the changelog")
 
 // defaultMarkersWait bounds the wait for pending commit markers: markers are written
 // within milliseconds of EndTxn; a transaction of another producer holding the last
@@ -106,7 +90,7 @@ func (r *Restorer) awaitMarkers(ctx context.Context, logger *slog.Logger, topic 
 	b := backoff.Backoff{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond}
 	for end < cp {
 		if time.Now().After(deadline) {
-			return end, fmt.Errorf("%w: checkpoint %d, last stable offset %d, high-water mark %d of %s/%d after %v", ErrMarkersPending, cp, end, hwm, topic, partition, wait)
+			return end, fmt.Errorf("%w: checkpoint %d, last stable offset %d, high-water mark %d of %s/%d after %v", changelog.ErrMarkersPending, cp, end, hwm, topic, partition, wait)
 		}
 		if err := b.Wait(ctx); err != nil {
 			return end, err
@@ -119,12 +103,6 @@ func (r *Restorer) awaitMarkers(ctx context.Context, logger *slog.Logger, topic 
 	return end, nil
 }
 
-// EndOffsets returns a changelog partition's log start offset and its last stable offset
-// (read_committed end offset).
-func EndOffsets(client sarama.Client, topic string, partition int32) (start, end int64, err error) {
-	return kread.EndOffsets(client, topic, partition)
-}
-
 // Restore brings store (kept in backend) up to the last stable offset of partition of
 // its changelog topic, starting at the store's checkpoint. With no checkpoint, one below
 // the log start, or one above the high-water mark (the topic was recreated), the store
@@ -132,31 +110,31 @@ func EndOffsets(client sarama.Client, topic string, partition int32) (start, end
 // Restorer.FromEmpty; such a restore keeps no progress when interrupted: the store stays
 // empty with no checkpoint). A checkpoint between the last stable offset and the
 // high-water mark means markers pending: Restore waits for them (MarkersWait) and fails
-// with ErrMarkersPending, leaving the store as it is, if they do not come. Fetched batches
+// with changelog.ErrMarkersPending, leaving the store as it is, if they do not come. Fetched batches
 // are gathered into large sorted backend writes (kvstore.Restorer), each carrying the
 // checkpoint of its last batch, so a restore stopped by ctx (a rebalance) keeps its
 // progress and resumes there.
-func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, topic string, partition int32) (Result, error) {
+func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, topic string, partition int32) (changelog.Result, error) {
 	began := time.Now()
-	res := Result{Store: store}
+	res := changelog.Result{Store: store}
 	logger := r.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("store", store, "changelog", topic, "partition", partition)
-	start, end, err := EndOffsets(r.Client, topic, partition)
+	start, end, err := kread.EndOffsets(r.Client, topic, partition)
 	if err != nil {
-		return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+		return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
 	}
 	cp, ok, err := backend.Checkpoint(store)
 	if err != nil {
-		return res, fmt.Errorf("%w: store %q: read checkpoint: %w", ErrRestore, store, err)
+		return res, fmt.Errorf("%w: store %q: read checkpoint: %w", changelog.ErrRestore, store, err)
 	}
 	if ok && cp > end && cp >= start {
 		// Either the changelog was recreated, or the store's own last commit has its
 		// markers still pending; the high-water mark tells which.
 		if end, err = r.awaitMarkers(ctx, logger, topic, partition, cp, end); err != nil {
-			return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+			return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
 		}
 	}
 	from := cp
@@ -165,7 +143,7 @@ func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, 
 			logger.Warn("checkpoint outside the changelog (recreated or truncated); wiping the store and restoring it all", "checkpoint", cp, "log_start", start, "end", end)
 		}
 		if err := backend.Wipe(store); err != nil {
-			return res, fmt.Errorf("%w: store %q: wipe: %w", ErrRestore, store, err)
+			return res, fmt.Errorf("%w: store %q: wipe: %w", changelog.ErrRestore, store, err)
 		}
 		res.Wiped = true
 		from = start
@@ -196,7 +174,7 @@ func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, 
 	var bulk *kvstore.BulkRestorer
 	if res.Wiped && !r.NoBulk && kvstore.CanBulkRestore(backend) {
 		if bulk, err = kvstore.NewBulkRestorer(backend, store, r.FromEmpty); err != nil {
-			return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+			return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
 		}
 	}
 	ahead := &fetchAhead{client: r.Client, topic: topic, partition: partition, maxBytes: maxBytes}
@@ -205,14 +183,14 @@ func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, 
 		if err := ctx.Err(); err != nil {
 			if bulk != nil {
 				if aerr := bulk.Abort(); aerr != nil {
-					return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, aerr)
+					return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, aerr)
 				}
 				logger.Info("restore from empty interrupted; the store stays empty", "at", next, "end", end, "records", res.Records)
 				res.Duration = time.Since(began)
 				return res, err
 			}
 			if ferr := sr.Finish(); ferr != nil {
-				return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, ferr)
+				return res, fmt.Errorf("%w: store %q: apply batch: %w", changelog.ErrRestore, store, ferr)
 			}
 			logger.Info("restore interrupted; progress kept", "at", next, "end", end, "records", res.Records)
 			res.Duration = time.Since(began)
@@ -227,31 +205,31 @@ func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, 
 				ahead.stop()
 				if bulk != nil {
 					if err := bulk.Abort(); err != nil {
-						return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+						return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
 					}
 				} else if err := sr.Finish(); err != nil {
-					return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, err)
+					return res, fmt.Errorf("%w: store %q: apply batch: %w", changelog.ErrRestore, store, err)
 				}
 				if err := backend.Wipe(store); err != nil {
-					return res, fmt.Errorf("%w: store %q: wipe: %w", ErrRestore, store, err)
+					return res, fmt.Errorf("%w: store %q: wipe: %w", changelog.ErrRestore, store, err)
 				}
-				if start, end, err = EndOffsets(r.Client, topic, partition); err != nil {
-					return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+				if start, end, err = kread.EndOffsets(r.Client, topic, partition); err != nil {
+					return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
 				}
 				res.Wiped, next, res.To = true, start, end
 				if bulk == nil && !r.NoBulk && kvstore.CanBulkRestore(backend) {
 					if bulk, err = kvstore.NewBulkRestorer(backend, store, r.FromEmpty); err != nil {
-						return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+						return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
 					}
 				}
 				continue
 			}
-			return res, fmt.Errorf("%w: store %q: fetch %s/%d at %d: %w", ErrRestore, store, topic, partition, next, err)
+			return res, fmt.Errorf("%w: store %q: fetch %s/%d at %d: %w", changelog.ErrRestore, store, topic, partition, next, err)
 		}
 		if newNext == next {
 			empty++
 			if empty > 20 {
-				return res, fmt.Errorf("%w: store %q: no progress at offset %d of %s/%d below end offset %d", ErrRestore, store, next, topic, partition, end)
+				return res, fmt.Errorf("%w: store %q: no progress at offset %d of %s/%d below end offset %d", changelog.ErrRestore, store, next, topic, partition, end)
 			}
 			time.Sleep(50 * time.Millisecond)
 			continue
@@ -267,7 +245,7 @@ func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, 
 			err = sr.Add(entries, newNext)
 		}
 		if err != nil {
-			return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, err)
+			return res, fmt.Errorf("%w: store %q: apply batch: %w", changelog.ErrRestore, store, err)
 		}
 		res.Records += int64(len(batch))
 		next = newNext
@@ -287,12 +265,12 @@ func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, 
 				res.Duration = time.Since(began)
 				return res, err
 			}
-			return res, fmt.Errorf("%w: store %q: %w", ErrRestore, store, err)
+			return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
 		}
 		loadTime = time.Since(loadStart)
 		logger.Debug("store loaded in key order", "run_files", runs, "load", loadTime.Round(time.Millisecond))
 	} else if err := sr.Finish(); err != nil {
-		return res, fmt.Errorf("%w: store %q: apply batch: %w", ErrRestore, store, err)
+		return res, fmt.Errorf("%w: store %q: apply batch: %w", changelog.ErrRestore, store, err)
 	}
 	res.Duration = time.Since(began)
 	rate := float64(res.Records) / res.Duration.Seconds()

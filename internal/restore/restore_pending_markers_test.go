@@ -1,4 +1,4 @@
-package changelog_test
+package restore_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/kvstore"
+	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/txproducer"
 )
@@ -92,7 +93,7 @@ func TestRestoreWaitsForPendingMarkers(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		commit()
 	}()
-	res, err := (&changelog.Restorer{Client: newClient(t, c)}).Restore(ctx, backend, "s", topic, 0)
+	res, err := (&restore.Restorer{Client: newClient(t, c)}).Restore(ctx, backend, "s", topic, 0)
 	<-landed
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func TestRestoreWaitsForPendingMarkers(t *testing.T) {
 func TestRestoreMarkersThatDoNotComeLeaveTheStore(t *testing.T) {
 	c, topic, backend, cp, commit := pendingMarkers(t)
 	defer commit()
-	r := &changelog.Restorer{Client: newClient(t, c), MarkersWait: 400 * time.Millisecond}
+	r := &restore.Restorer{Client: newClient(t, c), MarkersWait: 400 * time.Millisecond}
 	res, err := r.Restore(context.Background(), backend, "s", topic, 0)
 	if !errors.Is(err, changelog.ErrMarkersPending) || !errors.Is(err, changelog.ErrRestore) {
 		t.Fatalf("restore error = %v; want ErrMarkersPending", err)
@@ -133,7 +134,7 @@ func TestRestoreCheckpointAboveHighWaterMarkWipes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := (&changelog.Restorer{Client: newClient(t, c)}).Restore(context.Background(), backend, "s", topic, 0)
+	res, err := (&restore.Restorer{Client: newClient(t, c)}).Restore(context.Background(), backend, "s", topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

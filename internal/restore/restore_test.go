@@ -1,4 +1,4 @@
-package changelog_test
+package restore_test
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/kvstore"
+	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/txproducer"
 )
@@ -109,7 +110,7 @@ func TestRestoreSkipsAbortedTransactionsAndResumes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer client.Close()
-		_, end, err := changelog.EndOffsets(client, topic, 0)
+		_, end, err := kread.EndOffsets(client, topic, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,7 @@ func TestRestoreSkipsAbortedTransactionsAndResumes(t *testing.T) {
 		// A small fetch size forces many batches; the first progress report stops it,
 		// as a rebalance would.
 		stopCtx, stop := context.WithCancel(ctx)
-		r := &changelog.Restorer{Client: client, FetchMaxBytes: 4096, OnProgress: func(p changelog.Progress) {
+		r := &restore.Restorer{Client: client, FetchMaxBytes: 4096, OnProgress: func(p restore.Progress) {
 			if !p.Finished {
 				stop()
 			}
@@ -178,7 +179,7 @@ func TestRestoreWipesAStoreAheadOfItsChangelog(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		res, err := (&changelog.Restorer{Client: client}).Restore(ctx, backend, "s", topic, 0)
+		res, err := (&restore.Restorer{Client: client}).Restore(ctx, backend, "s", topic, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer client.Close()
-		_, end, err := changelog.EndOffsets(client, topic, 0)
+		_, end, err := kread.EndOffsets(client, topic, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,11 +229,11 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 				t.Fatalf("%s: run files left: %v", what, left)
 			}
 		}
-		r := &changelog.Restorer{Client: client, FetchMaxBytes: 4096, FromEmpty: kvstore.BulkRestorerOptions{MaxBytes: 2048, TxBytes: 1024}}
+		r := &restore.Restorer{Client: client, FetchMaxBytes: 4096, FromEmpty: kvstore.BulkRestorerOptions{MaxBytes: 2048, TxBytes: 1024}}
 
 		// Interrupted while reading, as a rebalance would.
 		stopCtx, stop := context.WithCancel(ctx)
-		r.OnProgress = func(p changelog.Progress) {
+		r.OnProgress = func(p restore.Progress) {
 			if !p.Finished && p.Done > p.Total/2 {
 				stop()
 			}
@@ -244,7 +245,7 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 
 		// Interrupted after the last fetch, before the load.
 		stopCtx, stop = context.WithCancel(ctx)
-		r.OnProgress = func(p changelog.Progress) {
+		r.OnProgress = func(p restore.Progress) {
 			if !p.Finished && p.Done == p.Total {
 				stop()
 			}
@@ -273,7 +274,7 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer plain.Close()
-		if _, err := (&changelog.Restorer{Client: client, NoBulk: true}).Restore(ctx, plain, "s", topic, 0); err != nil {
+		if _, err := (&restore.Restorer{Client: client, NoBulk: true}).Restore(ctx, plain, "s", topic, 0); err != nil {
 			t.Fatal(err)
 		}
 		sameContent(t, storeContent(t, plain, "s"), storeContent(t, backend, "s"))
