@@ -20,6 +20,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
@@ -66,10 +67,10 @@ type taskRunner struct {
 
 	// creator makes the task's producers, one creation at a time (a creation that
 	// timed out in OnAssignment is taken over by the next, not raced).
-	creator *txproducer.Creator
+	creator *producer.Creator
 
 	// The fields below belong to the goroutine holding runMu.
-	producer     *txproducer.Producer
+	producer     *producer.Producer
 	eng          *task.Task
 	set          *kvstore.Set
 	initDone     bool
@@ -105,13 +106,13 @@ func newTaskRunner(rt *runtime, id processor.TaskID) *taskRunner {
 	for _, r := range sub.RepartitionSources {
 		purge = append(purge, names.RepartitionTopic(rt.cfg.ApplicationID, r))
 	}
-	cfg := txproducer.Config{Brokers: rt.cfg.Brokers, Sarama: rt.sc, TransactionTimeout: rt.cfg.TransactionTimeout}
+	cfg := producer.Config{Brokers: rt.cfg.Brokers, Sarama: rt.sc, TransactionTimeout: rt.cfg.TransactionTimeout}
 	if rt.cfg.Guarantee == ExactlyOnce {
 		cfg.TransactionalID = rt.transactionalID(id)
 	}
 	return &taskRunner{
 		rt: rt, id: id, sub: sub, topics: rt.sortedTopicsOf(sub), purgeTopics: purge,
-		creator: txproducer.NewCreator(cfg),
+		creator: producer.NewCreator(cfg),
 		logger:  rt.logger.With("task", id.String()),
 		inbox:   newInbox(),
 		life:    life, endLife: end,

@@ -11,9 +11,9 @@ import (
 
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/kvstore"
+	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/kafkatest"
-	"github.com/eddy-streams/eddy/txproducer"
 )
 
 // pendingMarkers sets the scene of a task whose last commit's EndTxn has answered while
@@ -31,7 +31,7 @@ func pendingMarkers(t *testing.T) (c *kafkatest.Cluster, topic string, backend k
 	if err := c.CreateTopic(ctx, topic, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := txproducer.New(ctx, txproducer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: c.Unique("txn")})
+	p, err := producer.New(ctx, producer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: c.Unique("txn")})
 	if err != nil {
 		t.Fatal(err)
 	}

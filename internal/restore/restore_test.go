@@ -12,9 +12,9 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/kvstore"
+	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/kafkatest"
-	"github.com/eddy-streams/eddy/txproducer"
 )
 
 // writeChangelog writes transactions of key/value changes to partition 0 of topic; the
@@ -24,7 +24,7 @@ func writeChangelog(t *testing.T, c *kafkatest.Cluster, topic string, txns int, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := txproducer.New(ctx, txproducer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: c.Unique("txn")})
+	p, err := producer.New(ctx, producer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: c.Unique("txn")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package txproducer_test
+package producer_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/txproducer"
 )
@@ -40,12 +41,12 @@ func TestCreatorRunsOneCreationAtATime(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	cr := txproducer.NewCreator(txproducer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: id})
+	cr := producer.NewCreator(producer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: id})
 	defer cr.Close()
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err := cr.Create(short)
 	cancelShort()
-	if txproducer.Classify(err, 0) != txproducer.Indefinite {
+	if producer.Classify(err, 0) != txproducer.Indefinite {
 		t.Fatalf("a creation that outlived its context: %v, want an Indefinite error", err)
 	}
 	p, err := cr.Create(ctx)
@@ -83,9 +84,9 @@ func TestCommitIsBoundedByItsContext(t *testing.T) {
 	if err := c.CreateTopic(ctx, topic, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg := txproducer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: id}
+	cfg := producer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: id}
 	cfg.Sarama.Producer.Transaction.Retry.Backoff = 200 * time.Millisecond // 50 retries: 10 s
-	p, err := txproducer.New(ctx, cfg)
+	p, err := producer.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,17 +119,17 @@ func TestCommitIsBoundedByItsContext(t *testing.T) {
 	err = p.Commit(opCtx, nil, nil)
 	cancelOp()
 	took := time.Since(began)
-	if txproducer.Classify(err, 0) != txproducer.Indefinite || took > 3*time.Second {
+	if producer.Classify(err, 0) != txproducer.Indefinite || took > 3*time.Second {
 		t.Fatalf("commit with EndTxn refused: %v after %v; want an Indefinite error at the context's end (500 ms)", err, took)
 	}
-	if err := p.Send(ctx, topic, 0, []byte("k"), []byte("after"), nil, time.Now()); txproducer.Classify(err, 0) != txproducer.Indefinite {
+	if err := p.Send(ctx, topic, 0, []byte("k"), []byte("after"), nil, time.Now()); producer.Classify(err, 0) != txproducer.Indefinite {
 		t.Errorf("send after a commit of unknown outcome: %v, want Indefinite", err)
 	}
-	if err := p.Abort(ctx); txproducer.Classify(err, 0) != txproducer.Indefinite {
+	if err := p.Abort(ctx); producer.Classify(err, 0) != txproducer.Indefinite {
 		t.Errorf("abort after a commit of unknown outcome: %v, want Indefinite", err)
 	}
 	_ = p.Close()
-	second, err := txproducer.New(ctx, cfg)
+	second, err := producer.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

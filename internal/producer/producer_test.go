@@ -1,4 +1,4 @@
-package txproducer_test
+package producer_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/txproducer"
 )
@@ -28,7 +29,7 @@ func TestClassify(t *testing.T) {
 		{context.DeadlineExceeded, 0, txproducer.Indefinite},
 	}
 	for _, c := range cases {
-		if got := txproducer.Classify(c.err, c.status); got != c.want {
+		if got := producer.Classify(c.err, c.status); got != c.want {
 			t.Errorf("Classify(%v, %v) = %v, want %v", c.err, c.status, got, c.want)
 		}
 	}
@@ -51,8 +52,8 @@ func TestSecondProducerFencesTheFirst(t *testing.T) {
 		if err := c.CreateTopic(ctx, topic, 1, nil); err != nil {
 			t.Fatal(err)
 		}
-		cfg := txproducer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: id}
-		first, err := txproducer.New(ctx, cfg)
+		cfg := producer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: id}
+		first, err := producer.New(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestSecondProducerFencesTheFirst(t *testing.T) {
 		if err := first.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		second, err := txproducer.New(ctx, cfg)
+		second, err := producer.New(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
