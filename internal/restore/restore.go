@@ -55,7 +55,7 @@ type Restorer struct {
 	// FromEmpty bounds the memory of a restore from empty (no checkpoint, or wiped): it
 	// gathers each key's last value, spilling sorted runs to files in the task's state
 	// dir above FromEmpty.MaxBytes, and loads the store in key order at the end
-	// (kvstore.BulkRestorer). Zero values are statestore's defaults.
+	// (kvstore.BulkRestorer). Zero values are kvstore's defaults.
 	FromEmpty kvstore.BulkRestorerOptions
 	// NoBulk restores from empty like a tail, in batched random-order writes that keep
 	// their progress when interrupted, at about a third of the speed (BENCHMARKS.md).
