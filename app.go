@@ -72,7 +72,7 @@ func New(topo *topology.Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{topo: topo, g: topo.Graph(), cfg: c, sarama: sc}, nil
+	return &App{topo: topo, g: graph.Of(topo), cfg: c, sarama: sc}, nil
 }
 
 // Config returns the configuration with its defaults filled in.

@@ -15,11 +15,11 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -36,7 +36,7 @@ type runtime struct {
 	admin    sarama.ClusterAdmin
 	restoreC sarama.Client // changelog fetches, apart from the group's long polls
 	// restoreProto is the restorer every task copies and adjusts.
-	restoreProto *changelog.Restorer
+	restoreProto *restore.Restorer
 	// restoreSlots bounds the stores restoring at once.
 	restoreSlots chan struct{}
 	// flushSlots bounds the tasks writing their stores at once (see taskRunner.commit).
@@ -112,7 +112,7 @@ func newRuntime(a *App) (*runtime, error) {
 		rt.unlockStateDir()
 		return nil, err
 	}
-	rt.restoreProto = &changelog.Restorer{Client: rt.restoreC, Logger: rt.logger}
+	rt.restoreProto = &restore.Restorer{Client: rt.restoreC, Logger: rt.logger}
 	// Restores and store writes are CPU-bound: more at once than cores is no faster.
 	slots := max(2, goruntime.GOMAXPROCS(0))
 	rt.restoreSlots = make(chan struct{}, slots)

@@ -14,9 +14,10 @@ import (
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/metrics"
+	"github.com/eddy-streams/eddy/internal/producer"
+	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
-	"github.com/eddy-streams/eddy/txproducer"
 )
 
 // taskHost is all a task asks of the runtime that runs it. The runtime implements it; a
@@ -38,7 +39,7 @@ type taskHost interface {
 	flushSlot() (release func())
 	restoreSlot(ctx context.Context) (release func(), err error)
 	// restorer returns a restorer of changelogs into stores, for the task to adjust.
-	restorer() changelog.Restorer
+	restorer() restore.Restorer
 	// deleteRecords deletes the records of a partition below an offset.
 	deleteRecords(topic string, partition int32, below int64) error
 }
@@ -58,7 +59,7 @@ type taskSettings struct {
 	badRecords      task.ErrorPolicy
 	deadLetterTopic string
 	onRestore       func(processor.TaskID, changelog.Result)
-	producer        txproducer.Config // without a transactional ID
+	producer        producer.Config // without a transactional ID
 	logger          *slog.Logger
 	metrics         *metrics.Metrics
 	// commitSeam, if set, wraps every transaction's commit step (fault-injection
@@ -83,7 +84,7 @@ func (rt *runtime) taskSettings() taskSettings {
 		txnTimeout: cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
 		storeNoSync: cfg.StoreNoSync, badRecords: policy, deadLetterTopic: cfg.DeadLetterTopic,
 		onRestore:  cfg.OnRestore,
-		producer:   txproducer.Config{Brokers: cfg.Brokers, Sarama: rt.sc, TransactionTimeout: cfg.TransactionTimeout},
+		producer:   producer.Config{Brokers: cfg.Brokers, Sarama: rt.sc, TransactionTimeout: cfg.TransactionTimeout},
 		logger:     rt.logger,
 		metrics:    rt.metrics,
 		commitSeam: rt.app.commitSeam,
@@ -167,7 +168,7 @@ func (rt *runtime) topicIDs(topics []string) (map[string]sarama.Uuid, error) {
 }
 
 func (rt *runtime) readLast(ctx context.Context, topic string, partition int32, window int) (map[string][]byte, error) {
-	return changelog.ReadLast(ctx, rt.restoreC, topic, partition, window)
+	return kread.ReadLast(ctx, rt.restoreC, topic, partition, window)
 }
 
 func (rt *runtime) highWaterMark(topic string, partition int32) (int64, error) {
@@ -190,7 +191,7 @@ func (rt *runtime) restoreSlot(ctx context.Context) (func(), error) {
 	}
 }
 
-func (rt *runtime) restorer() changelog.Restorer { return *rt.restoreProto }
+func (rt *runtime) restorer() restore.Restorer { return *rt.restoreProto }
 
 func (rt *runtime) deleteRecords(topic string, partition int32, below int64) error {
 	return rt.admin.DeleteRecords(topic, map[int32]int64{partition: below})

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
+	"github.com/eddy-streams/eddy/internal/restore"
 	"github.com/eddy-streams/eddy/internal/task"
-	"github.com/eddy-streams/eddy/statestore"
 )
 
 // open makes the task's stores and engine, once per ownership.
@@ -21,7 +21,7 @@ func (t *taskRunner) open() error {
 	if err != nil {
 		return err
 	}
-	set := statestore.NewSet(backend)
+	set := kvstore.NewSet(backend)
 	eng, err := task.New(task.Config{
 		ID: t.id, ApplicationID: t.cfg.appID, Graph: t.cfg.graph, Subtopology: t.sub,
 		Stores: set, Collector: t, Logger: t.cfg.logger,
@@ -46,15 +46,15 @@ func (t *taskRunner) open() error {
 
 // openBackend opens the task's store file in its directory of the state dir, or a
 // memory backend when every store of the task is in memory.
-func (t *taskRunner) openBackend() (statestore.Backend, error) {
+func (t *taskRunner) openBackend() (kvstore.Backend, error) {
 	persistent := false
 	for _, st := range t.sub.Stores {
 		persistent = persistent || !st.InMemory
 	}
 	if !persistent {
-		return statestore.NewMemoryBackend(), nil
+		return kvstore.NewMemoryBackend(), nil
 	}
-	b, rep, err := statestore.OpenBoltReport(filepath.Join(t.cfg.stateDir, t.id.String()), statestore.BoltOptions{NoSync: t.cfg.storeNoSync, Logger: t.logger})
+	b, rep, err := kvstore.OpenBoltReport(filepath.Join(t.cfg.stateDir, t.id.String()), kvstore.BoltOptions{NoSync: t.cfg.storeNoSync, Logger: t.logger})
 	if err != nil {
 		return nil, fmt.Errorf("task %s: open state: %w", t.id, err)
 	}
@@ -142,10 +142,10 @@ func (t *taskRunner) restore(ctx context.Context) error {
 	return nil
 }
 
-func (t *taskRunner) restoreStore(ctx context.Context, buf *statestore.Buffer, name string) error {
+func (t *taskRunner) restoreStore(ctx context.Context, buf *kvstore.Buffer, name string) error {
 	r := t.host.restorer()
 	r.Logger = t.logger
-	r.OnProgress = func(p changelog.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
+	r.OnProgress = func(p restore.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
 	res, err := r.Restore(ctx, buf.Backend(), name, t.changelogs[name], t.id.Partition)
 	t.metrics.Restored(name, res.Records)
 	if err != nil {

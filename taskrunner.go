@@ -11,11 +11,11 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
-	"github.com/eddy-streams/eddy/statestore"
 )
 
 // taskRunner owns one task while this instance is assigned it: its transaction, stores,
@@ -55,7 +55,7 @@ type taskRunner struct {
 	ownTxn        bool
 	work          work
 	eng           *task.Task
-	set           *statestore.Set
+	set           *kvstore.Set
 	initDone      bool
 	changelogs    map[string]string // store → changelog topic
 	sess          sarama.ConsumerGroupSession

@@ -13,6 +13,7 @@ import (
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/topicspec"
 	"github.com/eddy-streams/eddy/topology"
 )
 
@@ -77,8 +78,8 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 // task; repartition topics sized as Kafka Streams sizes them (WithPartitions, else the
 // count of the sub-topology that reads them beside user topics, else that of the one
 // that writes them). It does no I/O.
-func planInternalTopics(topo *topology.Topology, appID string, counts map[string]int32) ([]changelog.TopicSpec, error) {
-	g := topo.Graph()
+func planInternalTopics(topo *topology.Topology, appID string, counts map[string]int32) ([]topicspec.Spec, error) {
+	g := graph.Of(topo)
 	// Topics joined by key (the DSL declares them) must be co-partitioned; the error
 	// names both topics. Internal topics of a group are sized below, so only the user
 	// topics are compared here.
@@ -147,7 +148,7 @@ func planInternalTopics(topo *topology.Topology, appID string, counts map[string
 			}
 		}
 	}
-	var specs []changelog.TopicSpec
+	var specs []topicspec.Spec
 	for _, s := range g.Subtopologies {
 		n, ok := tasks[s.ID]
 		if !ok {
@@ -155,14 +156,14 @@ func planInternalTopics(topo *topology.Topology, appID string, counts map[string
 		}
 		for _, st := range s.Stores {
 			if st.Logged {
-				specs = append(specs, changelog.ChangelogSpec(appID, st.Name, n))
+				specs = append(specs, topicspec.Changelog(appID, st.Name, n))
 			}
 		}
 		// The tasks' own record of the input offsets each transaction commits.
-		specs = append(specs, changelog.ChangelogSpec(appID, names.OffsetsStore(s.ID), n))
+		specs = append(specs, topicspec.Changelog(appID, names.OffsetsStore(s.ID), n))
 	}
 	for r, n := range repParts {
-		specs = append(specs, changelog.RepartitionSpec(appID, r, n))
+		specs = append(specs, topicspec.Repartition(appID, r, n))
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
 	return specs, nil
@@ -217,7 +218,7 @@ func (rt *runtime) describe(ctx context.Context, topics []string) (map[string]in
 }
 
 // ensureInternal creates the missing internal topics and checks the existing ones.
-func (rt *runtime) ensureInternal(ctx context.Context, specs []changelog.TopicSpec) error {
+func (rt *runtime) ensureInternal(ctx context.Context, specs []topicspec.Spec) error {
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name

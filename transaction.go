@@ -8,7 +8,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/internal/graph"
-	"github.com/eddy-streams/eddy/txproducer"
+	"github.com/eddy-streams/eddy/internal/producer"
 )
 
 // commitFunc is the step of a commit that makes it durable: under exactly-once the
@@ -27,8 +27,8 @@ type commitFunc func(ctx context.Context, offsets map[string]map[int32]int64) er
 // can serve several tasks.
 type transaction struct {
 	id          string // the transactional ID; empty under at-least-once
-	creator     *txproducer.Creator
-	producer    *txproducer.Producer
+	creator     *producer.Creator
+	producer    *producer.Producer
 	exactlyOnce bool
 	groupID     string
 	sess        sarama.ConsumerGroupSession
@@ -38,8 +38,8 @@ type transaction struct {
 	commit commitFunc
 }
 
-func newTransaction(cfg txproducer.Config, groupID string) *transaction {
-	x := &transaction{id: cfg.TransactionalID, creator: txproducer.NewCreator(cfg), exactlyOnce: cfg.TransactionalID != "", groupID: groupID}
+func newTransaction(cfg producer.Config, groupID string) *transaction {
+	x := &transaction{id: cfg.TransactionalID, creator: producer.NewCreator(cfg), exactlyOnce: cfg.TransactionalID != "", groupID: groupID}
 	x.commit = x.commitOffsets
 	return x
 }
