@@ -103,6 +103,42 @@ func (r *Restorer) awaitMarkers(ctx context.Context, logger *slog.Logger, topic 
 	return end, nil
 }
 
+// start is where a restore starts.
+type start int
+
+const (
+	// atCheckpoint: the store holds a prefix of the changelog; read the tail.
+	atCheckpoint start = iota
+	// fromEmpty: no usable checkpoint (none, or below the log start: truncated); wipe
+	// the store and read the whole changelog.
+	fromEmpty
+	// awaitMarkers: the checkpoint is above the last stable offset. Either the store's
+	// own last commit has its markers pending (wait for them), or the changelog was
+	// recreated (the high-water mark tells: see afterMarkers).
+	awaitMarkers
+)
+
+// decideStart is the restore decision, with no I/O, from the store's checkpoint (if
+// any) and the changelog partition's log start and last stable offsets.
+func decideStart(checkpoint int64, hasCheckpoint bool, logStart, lastStable int64) start {
+	switch {
+	case !hasCheckpoint || checkpoint < logStart:
+		return fromEmpty
+	case checkpoint > lastStable:
+		return awaitMarkers
+	}
+	return atCheckpoint
+}
+
+// afterMarkers decides after the wait for markers: a checkpoint still above the last
+// stable offset was above the high-water mark, so it cannot come from this changelog.
+func afterMarkers(checkpoint, lastStable int64) start {
+	if checkpoint > lastStable {
+		return fromEmpty
+	}
+	return atCheckpoint
+}
+
 // Restore brings store (kept in backend) up to the last stable offset of partition of
 // its changelog topic, starting at the store's checkpoint. With no checkpoint, one below
 // the log start, or one above the high-water mark (the topic was recreated), the store
@@ -115,168 +151,243 @@ func (r *Restorer) awaitMarkers(ctx context.Context, logger *slog.Logger, topic 
 // checkpoint of its last batch, so a restore stopped by ctx (a rebalance) keeps its
 // progress and resumes there.
 func (r *Restorer) Restore(ctx context.Context, backend kvstore.Backend, store, topic string, partition int32) (changelog.Result, error) {
-	began := time.Now()
-	res := changelog.Result{Store: store}
 	logger := r.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	logger = logger.With("store", store, "changelog", topic, "partition", partition)
-	start, end, err := kread.EndOffsets(r.Client, topic, partition)
-	if err != nil {
-		return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
+	run := &restoreRun{
+		r: r, backend: backend, store: store, topic: topic, partition: partition,
+		logger: logger.With("store", store, "changelog", topic, "partition", partition),
+		began:  time.Now(), res: changelog.Result{Store: store},
 	}
-	cp, ok, err := backend.Checkpoint(store)
-	if err != nil {
-		return res, fmt.Errorf("%w: store %q: read checkpoint: %w", changelog.ErrRestore, store, err)
-	}
-	if ok && cp > end && cp >= start {
-		// Either the changelog was recreated, or the store's own last commit has its
-		// markers still pending; the high-water mark tells which.
-		if end, err = r.awaitMarkers(ctx, logger, topic, partition, cp, end); err != nil {
-			return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
-		}
-	}
-	from := cp
-	if !ok || cp > end || cp < start {
-		if ok {
-			logger.Warn("checkpoint outside the changelog (recreated or truncated); wiping the store and restoring it all", "checkpoint", cp, "log_start", start, "end", end)
-		}
-		if err := backend.Wipe(store); err != nil {
-			return res, fmt.Errorf("%w: store %q: wipe: %w", changelog.ErrRestore, store, err)
-		}
-		res.Wiped = true
-		from = start
-	}
-	res.From, res.To = from, end
-	if from >= end {
-		res.Duration = time.Since(began)
-		r.report(Progress{Store: store, Topic: topic, Partition: partition, Finished: true})
-		return res, nil
-	}
-	logger.Info("restoring store", "from", from, "to", end, "offsets", end-from, "wiped", res.Wiped)
+	err := run.restore(ctx)
+	run.res.Duration = time.Since(run.began)
+	return run.res, err
+}
 
-	every := r.ProgressEvery
+// restoreRun is one restore under way.
+type restoreRun struct {
+	r         *Restorer
+	backend   kvstore.Backend
+	store     string
+	topic     string
+	partition int32
+	logger    *slog.Logger
+	began     time.Time
+	res       changelog.Result
+	from, end int64
+	// Fetched batches go to sr, which gathers them into large sorted writes with their
+	// checkpoints, or, for a store restored from empty, to bulk, which builds the store
+	// in key order (kvstore.BulkRestorer).
+	sr   *kvstore.Restorer
+	bulk *kvstore.BulkRestorer
+}
+
+func (run *restoreRun) fail(what string, err error) error {
+	if what == "" {
+		return fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, run.store, err)
+	}
+	return fmt.Errorf("%w: store %q: %s: %w", changelog.ErrRestore, run.store, what, err)
+}
+
+func (run *restoreRun) restore(ctx context.Context) error {
+	if err := run.plan(ctx); err != nil {
+		return err
+	}
+	run.res.From, run.res.To = run.from, run.end
+	if run.from >= run.end {
+		run.r.report(Progress{Store: run.store, Topic: run.topic, Partition: run.partition, Finished: true})
+		return nil
+	}
+	run.logger.Info("restoring store", "from", run.from, "to", run.end, "offsets", run.end-run.from, "wiped", run.res.Wiped)
+	run.sr = kvstore.NewRestorer(run.backend, run.store, kvstore.RestorerOptions{})
+	if run.res.Wiped {
+		if err := run.startBulk(); err != nil {
+			return err
+		}
+	}
+	if err := run.read(ctx); err != nil {
+		return err
+	}
+	return run.finish(ctx)
+}
+
+// plan decides where the restore starts (decideStart), waiting for pending markers and
+// wiping the store where the decision says so.
+func (run *restoreRun) plan(ctx context.Context) error {
+	logStart, end, err := kread.EndOffsets(run.r.Client, run.topic, run.partition)
+	if err != nil {
+		return run.fail("", err)
+	}
+	cp, ok, err := run.backend.Checkpoint(run.store)
+	if err != nil {
+		return run.fail("read checkpoint", err)
+	}
+	decision := decideStart(cp, ok, logStart, end)
+	if decision == awaitMarkers {
+		if end, err = run.r.awaitMarkers(ctx, run.logger, run.topic, run.partition, cp, end); err != nil {
+			return run.fail("", err)
+		}
+		decision = afterMarkers(cp, end)
+	}
+	run.from, run.end = cp, end
+	if decision == fromEmpty {
+		if ok {
+			run.logger.Warn("checkpoint outside the changelog (recreated or truncated); wiping the store and restoring it all", "checkpoint", cp, "log_start", logStart, "end", end)
+		}
+		if err := run.backend.Wipe(run.store); err != nil {
+			return run.fail("wipe", err)
+		}
+		run.res.Wiped, run.from = true, logStart
+	}
+	return nil
+}
+
+// startBulk makes a store restored from empty go through a BulkRestorer, where the
+// backend supports it.
+func (run *restoreRun) startBulk() error {
+	if run.bulk != nil || run.r.NoBulk || !kvstore.CanBulkRestore(run.backend) {
+		return nil
+	}
+	var err error
+	if run.bulk, err = kvstore.NewBulkRestorer(run.backend, run.store, run.r.FromEmpty); err != nil {
+		return run.fail("", err)
+	}
+	return nil
+}
+
+// read fetches the changelog from run.from to run.end into the store.
+func (run *restoreRun) read(ctx context.Context) error {
+	every, maxBytes := run.r.ProgressEvery, run.r.FetchMaxBytes
 	if every <= 0 {
 		every = 5 * time.Second
 	}
-	maxBytes := r.FetchMaxBytes
 	if maxBytes <= 0 {
 		maxBytes = 2 << 20
 	}
-	next := from
-	lastLog := time.Now()
-	empty := 0
-	// The store-side restorer gathers fetches into large sorted writes, each with its
-	// checkpoint; Finish makes them durable.
-	sr := kvstore.NewRestorer(backend, store, kvstore.RestorerOptions{})
-	// A store restored from empty is built in key order instead (kvstore.BulkRestorer).
-	var bulk *kvstore.BulkRestorer
-	if res.Wiped && !r.NoBulk && kvstore.CanBulkRestore(backend) {
-		if bulk, err = kvstore.NewBulkRestorer(backend, store, r.FromEmpty); err != nil {
-			return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
-		}
-	}
-	ahead := &fetchAhead{client: r.Client, topic: topic, partition: partition, maxBytes: maxBytes}
+	next, lastLog, empty := run.from, time.Now(), 0
+	ahead := &fetchAhead{client: run.r.Client, topic: run.topic, partition: run.partition, maxBytes: maxBytes}
 	defer ahead.stop()
-	for next < end {
+	for next < run.end {
 		if err := ctx.Err(); err != nil {
-			if bulk != nil {
-				if aerr := bulk.Abort(); aerr != nil {
-					return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, aerr)
-				}
-				logger.Info("restore from empty interrupted; the store stays empty", "at", next, "end", end, "records", res.Records)
-				res.Duration = time.Since(began)
-				return res, err
-			}
-			if ferr := sr.Finish(); ferr != nil {
-				return res, fmt.Errorf("%w: store %q: apply batch: %w", changelog.ErrRestore, store, ferr)
-			}
-			logger.Info("restore interrupted; progress kept", "at", next, "end", end, "records", res.Records)
-			res.Duration = time.Since(began)
-			return res, err
+			return run.interrupted(next, err)
 		}
-		batch, newNext, err := ahead.fetch(next, end)
-		if err != nil {
-			if errors.Is(err, sarama.ErrOffsetOutOfRange) {
-				// The log start moved past us (truncated): what we have is not a prefix
-				// of the log any more.
-				logger.Warn("changelog truncated under the restore; starting over", "at", next)
-				ahead.stop()
-				if bulk != nil {
-					if err := bulk.Abort(); err != nil {
-						return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
-					}
-				} else if err := sr.Finish(); err != nil {
-					return res, fmt.Errorf("%w: store %q: apply batch: %w", changelog.ErrRestore, store, err)
-				}
-				if err := backend.Wipe(store); err != nil {
-					return res, fmt.Errorf("%w: store %q: wipe: %w", changelog.ErrRestore, store, err)
-				}
-				if start, end, err = kread.EndOffsets(r.Client, topic, partition); err != nil {
-					return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
-				}
-				res.Wiped, next, res.To = true, start, end
-				if bulk == nil && !r.NoBulk && kvstore.CanBulkRestore(backend) {
-					if bulk, err = kvstore.NewBulkRestorer(backend, store, r.FromEmpty); err != nil {
-						return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
-					}
-				}
-				continue
+		batch, newNext, err := ahead.fetch(next, run.end)
+		if errors.Is(err, sarama.ErrOffsetOutOfRange) {
+			// The log start moved past us (truncated): what we have is not a prefix of
+			// the log any more.
+			run.logger.Warn("changelog truncated under the restore; starting over", "at", next)
+			ahead.stop()
+			if next, err = run.startOver(); err != nil {
+				return err
 			}
-			return res, fmt.Errorf("%w: store %q: fetch %s/%d at %d: %w", changelog.ErrRestore, store, topic, partition, next, err)
+			continue
+		}
+		if err != nil {
+			return run.fail(fmt.Sprintf("fetch %s/%d at %d", run.topic, run.partition, next), err)
 		}
 		if newNext == next {
-			empty++
-			if empty > 20 {
-				return res, fmt.Errorf("%w: store %q: no progress at offset %d of %s/%d below end offset %d", changelog.ErrRestore, store, next, topic, partition, end)
+			if empty++; empty > 20 {
+				return run.fail("", fmt.Errorf("no progress at offset %d of %s/%d below end offset %d", next, run.topic, run.partition, run.end))
 			}
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
 		empty = 0
-		entries := make([]kvstore.Entry, len(batch))
-		for i, rec := range batch {
-			entries[i] = kvstore.Entry{Key: rec.Key, Value: rec.Value}
+		if err := run.apply(batch, newNext); err != nil {
+			return err
 		}
-		if bulk != nil {
-			err = bulk.Add(entries, newNext)
-		} else {
-			err = sr.Add(entries, newNext)
-		}
-		if err != nil {
-			return res, fmt.Errorf("%w: store %q: apply batch: %w", changelog.ErrRestore, store, err)
-		}
-		res.Records += int64(len(batch))
 		next = newNext
-		rate := float64(res.Records) / time.Since(began).Seconds()
-		r.report(Progress{Store: store, Topic: topic, Partition: partition, Done: next - from, Total: end - from, Rate: rate})
+		rate := float64(run.res.Records) / time.Since(run.began).Seconds()
+		run.r.report(Progress{Store: run.store, Topic: run.topic, Partition: run.partition, Done: next - run.from, Total: run.end - run.from, Rate: rate})
 		if time.Since(lastLog) >= every {
 			lastLog = time.Now()
-			logger.Info("restoring store", "done", next-from, "remaining", end-next, "records_per_sec", int64(rate))
+			run.logger.Info("restoring store", "done", next-run.from, "remaining", run.end-next, "records_per_sec", int64(rate))
 		}
 	}
+	return nil
+}
+
+// apply hands a fetched batch to the store, with the checkpoint after it.
+func (run *restoreRun) apply(batch []kread.Record, next int64) error {
+	entries := make([]kvstore.Entry, len(batch))
+	for i, rec := range batch {
+		entries[i] = kvstore.Entry{Key: rec.Key, Value: rec.Value}
+	}
+	var err error
+	if run.bulk != nil {
+		err = run.bulk.Add(entries, next)
+	} else {
+		err = run.sr.Add(entries, next)
+	}
+	if err != nil {
+		return run.fail("apply batch", err)
+	}
+	run.res.Records += int64(len(batch))
+	return nil
+}
+
+// interrupted ends a restore stopped by its context: a tail restore keeps its progress,
+// a restore from empty keeps nothing.
+func (run *restoreRun) interrupted(at int64, cause error) error {
+	if run.bulk != nil {
+		if err := run.bulk.Abort(); err != nil {
+			return run.fail("", err)
+		}
+		run.logger.Info("restore from empty interrupted; the store stays empty", "at", at, "end", run.end, "records", run.res.Records)
+		return cause
+	}
+	if err := run.sr.Finish(); err != nil {
+		return run.fail("apply batch", err)
+	}
+	run.logger.Info("restore interrupted; progress kept", "at", at, "end", run.end, "records", run.res.Records)
+	return cause
+}
+
+// startOver wipes the store after the changelog was truncated under the restore and
+// returns the new log start to read from.
+func (run *restoreRun) startOver() (int64, error) {
+	if run.bulk != nil {
+		if err := run.bulk.Abort(); err != nil {
+			return 0, run.fail("", err)
+		}
+	} else if err := run.sr.Finish(); err != nil {
+		return 0, run.fail("apply batch", err)
+	}
+	if err := run.backend.Wipe(run.store); err != nil {
+		return 0, run.fail("wipe", err)
+	}
+	logStart, end, err := kread.EndOffsets(run.r.Client, run.topic, run.partition)
+	if err != nil {
+		return 0, run.fail("", err)
+	}
+	run.res.Wiped, run.res.To, run.end = true, end, end
+	return logStart, run.startBulk()
+}
+
+// finish makes what was read durable: the bulk load in key order, or the last write.
+func (run *restoreRun) finish(ctx context.Context) error {
 	var loadTime time.Duration
-	if bulk != nil {
-		runs, loadStart := bulk.Runs(), time.Now()
-		if err := bulk.Finish(ctx); err != nil {
+	if run.bulk != nil {
+		runs, loadStart := run.bulk.Runs(), time.Now()
+		if err := run.bulk.Finish(ctx); err != nil {
 			if ctx.Err() != nil {
-				logger.Info("restore from empty interrupted while loading; the store stays empty", "records", res.Records)
-				res.Duration = time.Since(began)
-				return res, err
+				run.logger.Info("restore from empty interrupted while loading; the store stays empty", "records", run.res.Records)
+				return err
 			}
-			return res, fmt.Errorf("%w: store %q: %w", changelog.ErrRestore, store, err)
+			return run.fail("", err)
 		}
 		loadTime = time.Since(loadStart)
-		logger.Debug("store loaded in key order", "run_files", runs, "load", loadTime.Round(time.Millisecond))
-	} else if err := sr.Finish(); err != nil {
-		return res, fmt.Errorf("%w: store %q: apply batch: %w", changelog.ErrRestore, store, err)
+		run.logger.Debug("store loaded in key order", "run_files", runs, "load", loadTime.Round(time.Millisecond))
+	} else if err := run.sr.Finish(); err != nil {
+		return run.fail("apply batch", err)
 	}
-	res.Duration = time.Since(began)
-	rate := float64(res.Records) / res.Duration.Seconds()
-	r.report(Progress{Store: store, Topic: topic, Partition: partition, Done: end - from, Total: end - from, Rate: rate, Finished: true})
-	logger.Info("store restored", "records", res.Records, "offsets", end-from, "duration", res.Duration.Round(time.Millisecond), "records_per_sec", int64(rate), "key_order_load", loadTime.Round(time.Millisecond))
-	return res, nil
+	took := time.Since(run.began)
+	rate := float64(run.res.Records) / took.Seconds()
+	total := run.end - run.from
+	run.r.report(Progress{Store: run.store, Topic: run.topic, Partition: run.partition, Done: total, Total: total, Rate: rate, Finished: true})
+	run.logger.Info("store restored", "records", run.res.Records, "offsets", total, "duration", took.Round(time.Millisecond), "records_per_sec", int64(rate), "key_order_load", loadTime.Round(time.Millisecond))
+	return nil
 }
 
 func (r *Restorer) report(p Progress) {
