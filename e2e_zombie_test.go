@@ -23,15 +23,7 @@ import (
 // (one producer per worker, KIP-447) the group generation its TxnOffsetCommit carries is
 // stale, with a producer per task B's producers fenced A's; either way A's transaction
 // must abort, and every word's output stays exactly 1, 2, ..., n.
-func TestZombieCommitsNothing(t *testing.T) {
-	for _, perTask := range []bool{false, true} {
-		name := "workers"
-		if perTask {
-			name = "producer-per-task"
-		}
-		t.Run(name, func(t *testing.T) { testZombie(t, perTask) })
-	}
-}
+func TestZombieCommitsNothing(t *testing.T) { forEachProducerModel(t, testZombie) }
 
 func testZombie(t *testing.T, perTask bool) {
 	b := kafkatest.Start(t)
