@@ -93,6 +93,16 @@ type Config struct {
 	// FailOnBadRecord. DeadLetterTopic must exist when DeadLetterBadRecord is chosen.
 	OnBadRecord     BadRecordPolicy
 	DeadLetterTopic string
+	// MaxTaskIdle is how long a task whose input partitions are not all buffered waits
+	// for a record on an empty one before it processes the others past it, so that a
+	// join or window over two topics sees their records in timestamp order (Kafka
+	// Streams' max.task.idle.ms). A partition that stays empty delays its task once per
+	// silence, not at every record; the wait is checked every 100 ms at the least.
+	// Default 0: no wait. Kafka Streams' default 0 still waits for records it knows
+	// are on the broker and not fetched yet; eddy cannot tell them from transaction
+	// markers through sarama's claim, so set MaxTaskIdle where the order across
+	// topics matters.
+	MaxTaskIdle time.Duration
 	// Workers is the number of workers of an instance: each runs a share of the
 	// instance's tasks on one goroutine with one producer, and commits them in one
 	// transaction (Kafka Streams' exactly_once_v2 and num.stream.threads). Default:
@@ -145,6 +155,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := c.commitDefaults(); err != nil {
 		return c, err
+	}
+	if c.MaxTaskIdle < 0 {
+		return c, configErr("MaxTaskIdle", "%v is negative", c.MaxTaskIdle)
 	}
 	if c.Workers < 0 {
 		return c, configErr("Workers", "%d is negative", c.Workers)

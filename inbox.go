@@ -3,6 +3,7 @@ package eddy
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -20,8 +21,12 @@ type inbox struct {
 	queues    map[string]*queue
 	list      []*queue // the queues in creation order, for pop's scan
 	committed *committedOffsets
-	open      bool
-	notify    chan struct{} // signalled when a record arrives
+	// idle is how long the task waits for a record on an empty queue before processing
+	// the other queues past it (Config.MaxTaskIdle; 0: it does not wait).
+	idle   time.Duration
+	clock  func() time.Time
+	open   bool
+	notify chan struct{} // signalled when a record arrives
 }
 
 type queue struct {
@@ -31,10 +36,13 @@ type queue struct {
 	space    chan struct{} // signalled when a record leaves
 	position int64         // the offset after the last record handed out
 	hwm      func() int64  // the claim's high-water mark, for the lag metric
+	// emptySince is when the queue was first seen empty since its last record (zero:
+	// it has records), for the idle time.
+	emptySince time.Time
 }
 
-func newInbox(committed *committedOffsets) *inbox {
-	return &inbox{queues: map[string]*queue{}, committed: committed, notify: make(chan struct{}, 1)}
+func newInbox(committed *committedOffsets, idle time.Duration) *inbox {
+	return &inbox{queues: map[string]*queue{}, committed: committed, idle: idle, clock: time.Now, notify: make(chan struct{}, 1)}
 }
 
 // reset empties the inbox for a new session and opens it.
@@ -136,25 +144,14 @@ func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) {
 }
 
 // pop returns the next record: the head with the smallest timestamp among the queues
-// (ties: by topic name), skipping records below the committed offset.
+// (ties: by topic name; see pick for the idle time), skipping records below the
+// committed offset.
 func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	now := in.clock()
 	for {
-		var best *queue
-		for _, q := range in.list {
-			if q.head >= len(q.msgs) {
-				continue
-			}
-			if best == nil {
-				best = q
-				continue
-			}
-			m, b := q.msgs[q.head], best.msgs[best.head]
-			if m.Timestamp.Before(b.Timestamp) || (m.Timestamp.Equal(b.Timestamp) && q.topic < best.topic) {
-				best = q
-			}
-		}
+		best := in.pick(now)
 		if best == nil {
 			return nil, false
 		}
@@ -177,6 +174,42 @@ func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
 		best.position = m.Offset + 1
 		return m, true
 	}
+}
+
+// pick returns the queue whose head has the smallest timestamp (ties: by topic name),
+// or nil when none may be processed now: all empty, or, with an idle time (Kafka
+// Streams' max.task.idle.ms), some queue empty for less than that while others have
+// records. A queue's wait starts when it is first seen empty and ends when a record
+// arrives; once it has waited the idle time the others are processed past it
+// ("enforced processing"), so a partition that stays silent delays the task once, not
+// at every record.
+func (in *inbox) pick(now time.Time) *queue {
+	var best *queue
+	waiting := false
+	for _, q := range in.list {
+		if q.head >= len(q.msgs) {
+			if in.idle > 0 {
+				if q.emptySince.IsZero() {
+					q.emptySince = now
+				}
+				waiting = waiting || now.Sub(q.emptySince) < in.idle
+			}
+			continue
+		}
+		q.emptySince = time.Time{}
+		if best == nil {
+			best = q
+			continue
+		}
+		m, b := q.msgs[q.head], best.msgs[best.head]
+		if m.Timestamp.Before(b.Timestamp) || (m.Timestamp.Equal(b.Timestamp) && q.topic < best.topic) {
+			best = q
+		}
+	}
+	if waiting {
+		return nil
+	}
+	return best
 }
 
 // detacher copies the bytes of consumed records out of their fetch responses. A

@@ -52,7 +52,7 @@ func TestCommittedOffsetsNeverMoveBack(t *testing.T) {
 // and drops those below the committed offset.
 func TestInboxPopOrdersAndSkipsCommitted(t *testing.T) {
 	c := newCommittedOffsets()
-	in := newInbox(c)
+	in := newInbox(c, 0)
 	in.reset()
 	in.start("a", 0, nil)
 	in.start("b", 0, nil)
@@ -90,7 +90,7 @@ func TestInboxPopOrdersAndSkipsCommitted(t *testing.T) {
 
 // A closed inbox drops pushes instead of blocking its claim.
 func TestInboxClosedDropsPushes(t *testing.T) {
-	in := newInbox(newCommittedOffsets())
+	in := newInbox(newCommittedOffsets(), 0)
 	in.reset()
 	in.close()
 	done := make(chan struct{})
@@ -107,5 +107,54 @@ func TestInboxClosedDropsPushes(t *testing.T) {
 	}
 	if _, ok := in.pop(); ok {
 		t.Error("a closed inbox handed out a record")
+	}
+}
+
+// With an idle time (Config.MaxTaskIdle, Kafka Streams' max.task.idle.ms) a task whose
+// other partition is empty waits up to that long before processing past it; a record
+// arriving there in time is processed in timestamp order; once the partition waited
+// the idle time, the others are processed past it until it gets a record again.
+func TestInboxIdleWaitsForAnEmptyPartition(t *testing.T) {
+	now := time.Unix(1000, 0)
+	in := newInbox(newCommittedOffsets(), 500*time.Millisecond)
+	in.clock = func() time.Time { return now }
+	in.reset()
+	in.start("a", 0, nil)
+	in.start("b", 0, nil)
+	ctx := context.Background()
+	in.push(ctx, msg("a", 0, 20))
+	if m, ok := in.pop(); ok {
+		t.Fatalf("b is empty and has not waited: popped %s@%d", m.Topic, m.Offset)
+	}
+	now = now.Add(300 * time.Millisecond)
+	in.push(ctx, msg("b", 0, 10)) // arrives within the idle time, older than a's head
+	if m, ok := in.pop(); !ok || m.Topic != "b" {
+		t.Fatalf("popped %v %v, want b's record first (timestamp order)", m, ok)
+	}
+	// b is empty again: a waits for it afresh, then goes on alone.
+	if _, ok := in.pop(); ok {
+		t.Fatal("b emptied again: a must wait")
+	}
+	now = now.Add(499 * time.Millisecond)
+	if _, ok := in.pop(); ok {
+		t.Fatal("popped before the idle time passed")
+	}
+	now = now.Add(time.Millisecond)
+	if m, ok := in.pop(); !ok || m.Topic != "a" {
+		t.Fatalf("after the idle time: %v %v, want a's record", m, ok)
+	}
+	in.push(ctx, msg("a", 1, 30))
+	if m, ok := in.pop(); !ok || m.Offset != 1 {
+		t.Fatalf("b still silent: a goes on without waiting again; got %v %v", m, ok)
+	}
+
+	// Without an idle time the task never waits.
+	in0 := newInbox(newCommittedOffsets(), 0)
+	in0.reset()
+	in0.start("a", 0, nil)
+	in0.start("b", 0, nil)
+	in0.push(ctx, msg("a", 0, 20))
+	if _, ok := in0.pop(); !ok {
+		t.Fatal("no idle time: a's record must be popped at once")
 	}
 }

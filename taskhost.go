@@ -53,6 +53,7 @@ type taskSettings struct {
 	producerPerTask bool
 	commitInterval  time.Duration
 	commitRecords   int
+	maxTaskIdle     time.Duration
 	txnTimeout      time.Duration
 	purgeInterval   time.Duration
 	storeNoSync     bool
@@ -81,7 +82,8 @@ func (rt *runtime) taskSettings() taskSettings {
 		exactlyOnce:     cfg.Guarantee == ExactlyOnce,
 		producerPerTask: cfg.ProducerPerTask,
 		commitInterval:  cfg.CommitInterval, commitRecords: cfg.CommitRecords,
-		txnTimeout: cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
+		maxTaskIdle: cfg.MaxTaskIdle,
+		txnTimeout:  cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
 		storeNoSync: cfg.StoreNoSync, badRecords: policy, deadLetterTopic: cfg.DeadLetterTopic,
 		onRestore:  cfg.OnRestore,
 		producer:   producer.Config{Brokers: cfg.Brokers, Sarama: rt.sc, TransactionTimeout: cfg.TransactionTimeout},

@@ -91,7 +91,7 @@ func newTaskRunner(host taskHost, cfg taskSettings, id processor.TaskID) *taskRu
 		host: host, cfg: cfg, id: id, sub: sub, topics: topics, purgeTopics: purge,
 		txn: txn, ownTxn: txn != nil, logger: logger,
 		committed: committed,
-		inbox:     newInbox(committed),
+		inbox:     newInbox(committed, cfg.maxTaskIdle),
 		record: &offsetsRecord{
 			topic:     names.ChangelogTopic(cfg.appID, names.OffsetsStore(sub.ID)),
 			partition: id.Partition, sources: topics, committed: committed, logger: logger,
