@@ -22,7 +22,9 @@ import (
 
 // The broker fails a commit (EndTxn answers UNKNOWN_PRODUCER_ID, which sarama reports
 // as abortable): the task aborts, replays its input, and the output stays exact.
-func TestBrokerRejectedCommitIsAbortedAndReplayed(t *testing.T) { forEachProducerModel(t, testBrokerRejectedCommitIsAbortedAndReplayed) }
+func TestBrokerRejectedCommitIsAbortedAndReplayed(t *testing.T) {
+	forEachProducerModel(t, testBrokerRejectedCommitIsAbortedAndReplayed)
+}
 
 func testBrokerRejectedCommitIsAbortedAndReplayed(t *testing.T, perTask bool) {
 	b := kafkatest.Start(t)

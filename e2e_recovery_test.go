@@ -281,7 +281,9 @@ func TestTransientInitFailureIsRetried(t *testing.T) {
 // says the transaction committed, so it goes on after it. It must not re-read the group's
 // committed offsets (a coordinator can answer stale ones, as this test's does) and
 // replay the transaction's input: that counted words twice.
-func TestUnknownCommitOutcomeTrustsTheOffsetsRecord(t *testing.T) { forEachProducerModel(t, testUnknownCommitOutcomeTrustsTheOffsetsRecord) }
+func TestUnknownCommitOutcomeTrustsTheOffsetsRecord(t *testing.T) {
+	forEachProducerModel(t, testUnknownCommitOutcomeTrustsTheOffsetsRecord)
+}
 
 func testUnknownCommitOutcomeTrustsTheOffsetsRecord(t *testing.T, perTask bool) {
 	b := kafkatest.Start(t)

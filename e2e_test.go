@@ -246,7 +246,9 @@ func TestWordCountEndToEnd(t *testing.T) {
 	})
 }
 
-func TestTwoInstancesShareTasksAndTakeOver(t *testing.T) { forEachProducerModel(t, testTwoInstancesShareTasksAndTakeOver) }
+func TestTwoInstancesShareTasksAndTakeOver(t *testing.T) {
+	forEachProducerModel(t, testTwoInstancesShareTasksAndTakeOver)
+}
 
 func testTwoInstancesShareTasksAndTakeOver(t *testing.T, perTask bool) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
