@@ -216,6 +216,20 @@ func (rt *runtime) describe(ctx context.Context, topics []string) (map[string]in
 	return nil, fmt.Errorf("eddy: describe topics %v: %w", topics, lastErr)
 }
 
+// internalTopicDetail is how an internal topic is created: its spec's partitions and
+// configs, the configured replication factor, and Config.InternalTopicConfigs (which
+// cannot name the spec's own configs: withDefaults refuses them).
+func internalTopicDetail(s changelog.TopicSpec, cfg Config) *sarama.TopicDetail {
+	entries := map[string]*string{}
+	for k, v := range cfg.InternalTopicConfigs {
+		entries[k] = &v
+	}
+	for k, v := range s.Configs {
+		entries[k] = &v
+	}
+	return &sarama.TopicDetail{NumPartitions: s.Partitions, ReplicationFactor: cfg.ReplicationFactor, ConfigEntries: entries}
+}
+
 // ensureInternal creates the missing internal topics and checks the existing ones.
 func (rt *runtime) ensureInternal(ctx context.Context, specs []changelog.TopicSpec) error {
 	names := make([]string, len(specs))
@@ -235,11 +249,7 @@ func (rt *runtime) ensureInternal(ctx context.Context, specs []changelog.TopicSp
 			}
 			continue
 		}
-		entries := map[string]*string{}
-		for k, v := range s.Configs {
-			entries[k] = &v
-		}
-		err := rt.admin.CreateTopic(s.Name, &sarama.TopicDetail{NumPartitions: s.Partitions, ReplicationFactor: rt.cfg.ReplicationFactor, ConfigEntries: entries}, false)
+		err := rt.admin.CreateTopic(s.Name, internalTopicDetail(s, rt.cfg), false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 			return fmt.Errorf("eddy: create internal topic %q: %w", s.Name, err)
 		}

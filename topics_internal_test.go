@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
@@ -108,5 +109,39 @@ func TestPlanInternalTopicsRefusesUnequalSources(t *testing.T) {
 	_, err = planInternalTopics(topo, "app", map[string]int32{"a": 4, "b": 2, "out": 1})
 	if !errors.Is(err, ErrPartitionMismatch) || !strings.Contains(err.Error(), `"a" (4 partitions)`) {
 		t.Fatalf("err = %v; want ErrPartitionMismatch naming a and its count", err)
+	}
+}
+
+// An internal topic is created with the configured replication factor, the user's
+// InternalTopicConfigs (min.insync.replicas for a production cluster) and its own
+// configs.
+func TestInternalTopicDetail(t *testing.T) {
+	cfg, err := Config{
+		ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: 3,
+		InternalTopicConfigs: map[string]string{"min.insync.replicas": "2", "compression.type": "lz4"},
+	}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := changelog.ChangelogSpec("app", "counts", 4)
+	d := internalTopicDetail(spec, cfg)
+	if d.NumPartitions != 4 || d.ReplicationFactor != 3 {
+		t.Errorf("partitions %d, replication factor %d; want 4 and 3", d.NumPartitions, d.ReplicationFactor)
+	}
+	got := map[string]string{}
+	for k, v := range d.ConfigEntries {
+		got[k] = *v
+	}
+	want := map[string]string{"min.insync.replicas": "2", "compression.type": "lz4", "cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1"}
+	if !maps.Equal(got, want) {
+		t.Errorf("configs %v, want %v", got, want)
+	}
+	// The default leaves the replication factor to the broker.
+	cfg, err = Config{ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := internalTopicDetail(spec, cfg); d.ReplicationFactor != -1 || len(d.ConfigEntries) != len(spec.Configs) {
+		t.Errorf("default: replication factor %d, %d configs; want -1 and the spec's %d", d.ReplicationFactor, len(d.ConfigEntries), len(spec.Configs))
 	}
 }
