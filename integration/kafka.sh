@@ -39,6 +39,7 @@
 #   JAVA_HOME                   Java 17+ to use (default: java on PATH)
 #   EDDY_KAFKA_SECURE           1: secured mode (below)
 #   EDDY_KAFKA_SECURE_PORT      SASL_SSL port      (default: broker port + 2)
+#   EDDY_KAFKA_EXPIRED_PORT     EXPIRED (SSL) port (default: broker port + 3)
 #   EDDY_KAFKA_BROKERS          1 (default) or 3: a three-node cluster (below)
 #
 # Three nodes (EDDY_KAFKA_BROKERS=3): each node is a combined broker+controller
@@ -59,7 +60,10 @@
 # is formatted, and the KRaft StandardAuthorizer with ACLs for eddy-app (what an eddy
 # application needs: ALL on topics, groups and transactional IDs, IdempotentWrite on
 # the cluster). The PLAINTEXT listener stays (its principal, ANONYMOUS, is a super
-# user), so the tests and tools that use it keep working.
+# user), so the tests and tools that use it keep working. For the tests of expired
+# certificates, the SASL_SSL listener checks a client certificate if one is presented
+# (ssl.client.auth=requested), and an SSL listener EXPIRED serves a broker certificate
+# that expired in 2020; a client certificate that expired is made beside it.
 #
 # Files under EDDY_KAFKA_HOME:
 #   kafka-<version>/libs/   the jars (kept across runs)
@@ -105,6 +109,7 @@ LIBS_DIR=$DIST_DIR/libs
 ADDR_FILE=$STATE/kafka.addr
 SECURE=${EDDY_KAFKA_SECURE:-0}
 SECURE_PORT=${EDDY_KAFKA_SECURE_PORT:-$((BASE_PORT + 2))}
+EXPIRED_PORT=${EDDY_KAFKA_EXPIRED_PORT:-$((BASE_PORT + 3))}
 SECURE_DIR=$KHOME/secure
 readonly SECURE_USER=eddy-app
 
@@ -397,14 +402,62 @@ make_certificates() {
 	log "made a CA ($d/ca.pem) and the broker's certificate"
 }
 
+# make_expired_certificates writes, signed by the CA, a broker certificate and a client
+# certificate (CN=eddy-app) that expired in 2020 (once per home): the EXPIRED listener
+# serves the first; a client presenting the second is refused by the SASL_SSL listener.
+# openssl 3.0 has no -not_before for "x509 -req": "openssl ca" sets the dates.
+make_expired_certificates() {
+	[[ -s $SECURE_DIR/expired-broker.p12 && -s $SECURE_DIR/expired-client.pem ]] && return 0
+	local d=$SECURE_DIR out pass
+	pass=$(secure_password keystore)
+	rm -rf "$d/ca-db"
+	mkdir -p "$d/ca-db"
+	: >"$d/ca-db/index.txt"
+	printf '1000\n' >"$d/ca-db/serial"
+	cat >"$d/ca-db/ca.cnf" <<EOF
+[ca]
+default_ca = eddy
+[eddy]
+database = $d/ca-db/index.txt
+new_certs_dir = $d/ca-db
+serial = $d/ca-db/serial
+default_md = sha256
+policy = any
+unique_subject = no
+[any]
+commonName = supplied
+EOF
+	printf 'extendedKeyUsage=clientAuth\n' >"$d/expired-client.ext"
+	if ! out=$(
+		set -e
+		for who in broker client; do
+			cn=localhost ext=$d/broker.ext
+			if [[ $who == client ]]; then
+				cn=$SECURE_USER ext=$d/expired-client.ext
+			fi
+			openssl req -newkey rsa:2048 -nodes -keyout "$d/expired-$who.key" -out "$d/expired-$who.csr" -subj "/CN=$cn" 2>&1
+			openssl ca -batch -notext -config "$d/ca-db/ca.cnf" -cert "$d/ca.pem" -keyfile "$d/ca.key" \
+				-in "$d/expired-$who.csr" -out "$d/expired-$who.pem" -extfile "$ext" \
+				-startdate 20200101000000Z -enddate 20200201000000Z 2>&1
+		done
+		openssl pkcs12 -export -in "$d/expired-broker.pem" -inkey "$d/expired-broker.key" -certfile "$d/ca.pem" \
+			-name broker -out "$d/expired-broker.p12" -passout "pass:$pass" 2>&1
+	); then
+		printf '%s\n' "$out" >&2
+		die "openssl could not make the expired certificates in $d (output above)"
+	fi
+	log "made a broker and a client certificate that expired in 2020 ($d/expired-*.pem)"
+}
+
 write_secure_config() {
 	make_certificates
+	make_expired_certificates
 	local listeners advertised pass
 	pass=$(secure_password keystore)
-	listeners="PLAINTEXT://$HOST:$BROKER_PORT,SASL_SSL://$HOST:$SECURE_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT"
-	advertised="PLAINTEXT://$HOST:$BROKER_PORT,SASL_SSL://$HOST:$SECURE_PORT"
+	listeners="PLAINTEXT://$HOST:$BROKER_PORT,SASL_SSL://$HOST:$SECURE_PORT,EXPIRED://$HOST:$EXPIRED_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT"
+	advertised="PLAINTEXT://$HOST:$BROKER_PORT,SASL_SSL://$HOST:$SECURE_PORT,EXPIRED://$HOST:$EXPIRED_PORT"
 	sed -i -e "s|^listeners=.*|listeners=$listeners|" -e "s|^advertised.listeners=.*|advertised.listeners=$advertised|" \
-		-e "s|^listener.security.protocol.map=.*|listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL|" \
+		-e "s|^listener.security.protocol.map=.*|listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,EXPIRED:SSL|" \
 		"$CONFIG_DIR/server.properties"
 	cat >>"$CONFIG_DIR/server.properties" <<EOF
 
@@ -421,6 +474,18 @@ allow.everyone.if.no.acl.found=false
 # ANONYMOUS is the principal of the PLAINTEXT and CONTROLLER listeners (the broker
 # itself, the plaintext tests).
 super.users=User:admin;User:ANONYMOUS
+# The SASL_SSL listener checks a client certificate when one is presented (an expired
+# one is refused in the handshake) and does not require one.
+ssl.truststore.type=PEM
+ssl.truststore.location=$SECURE_DIR/ca.pem
+listener.name.sasl_ssl.ssl.client.auth=requested
+# The EXPIRED listener (SSL) serves a certificate that expired in 2020: no client that
+# checks certificates gets through its handshake (were one to skip the check, its
+# principal would be ANONYMOUS, a super user: a test broker only).
+listener.name.expired.ssl.keystore.type=PKCS12
+listener.name.expired.ssl.keystore.location=$SECURE_DIR/expired-broker.p12
+listener.name.expired.ssl.keystore.password=$pass
+listener.name.expired.ssl.key.password=$pass
 EOF
 }
 
@@ -454,7 +519,12 @@ cmd_secure_env() {
 	printf 'EDDY_SASL_MECHANISM=SCRAM-SHA-512\n'
 	printf 'EDDY_SASL_USERNAME=%s\n' "$SECURE_USER"
 	printf 'EDDY_SASL_PASSWORD=%s\n' "$(secure_password "$SECURE_USER")"
-	printf 'export EDDY_SECURE_BROKERS EDDY_TLS_CA_FILE EDDY_SASL_MECHANISM EDDY_SASL_USERNAME EDDY_SASL_PASSWORD\n'
+	# For the tests of certificates that expired: the EXPIRED listener, and a client
+	# certificate (CN=eddy-app) with its key.
+	printf 'EDDY_SECURE_EXPIRED_BROKERS=%s:%s\n' "$HOST" "$EXPIRED_PORT"
+	printf 'EDDY_SECURE_EXPIRED_CERT_FILE=%s\n' "$SECURE_DIR/expired-client.pem"
+	printf 'EDDY_SECURE_EXPIRED_KEY_FILE=%s\n' "$SECURE_DIR/expired-client.key"
+	printf 'export EDDY_SECURE_BROKERS EDDY_TLS_CA_FILE EDDY_SASL_MECHANISM EDDY_SASL_USERNAME EDDY_SASL_PASSWORD EDDY_SECURE_EXPIRED_BROKERS EDDY_SECURE_EXPIRED_CERT_FILE EDDY_SECURE_EXPIRED_KEY_FILE\n'
 }
 
 new_cluster_id() {
