@@ -3,6 +3,7 @@ package eddy_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -124,6 +125,46 @@ func TestSecuredKafka(t *testing.T) {
 		}
 	})
 	testExpiredCertificates(t, sec, failingWith)
+
+	// OAUTHBEARER: the broker's built-in unsecured validator takes an unsigned JWT whose
+	// "sub" is the principal (eddy-app, which has the ACLs) and whose "exp" is ahead.
+	oauth := func(exp time.Time) eddy.Security {
+		token := unsecuredJWT(sec.SASL.Username, exp)
+		return eddy.Security{TLS: sec.TLS, SASL: &eddy.SASL{Mechanism: eddy.SASLOAuthBearer,
+			TokenSource: func(context.Context) (string, error) { return token, nil }}}
+	}
+	t.Run("OAUTHBEARER word count exactly-once", func(t *testing.T) {
+		e := newWordCount(t, c, 2)
+		e.produce(t, 100)
+		cfg := e.config(t)
+		cfg.Security = oauth(time.Now().Add(time.Hour))
+		in := start(t, e.topo, cfg)
+		waitFor(t, 2*time.Minute, "the counts", func() (bool, error) {
+			if err, done := in.exited(); done {
+				return false, fmt.Errorf("app stopped: %v", err)
+			}
+			return e.complete(t), nil
+		})
+		if err := in.stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		e.checkExactlyOnce(t)
+	})
+	t.Run("OAUTHBEARER expired token", func(t *testing.T) {
+		err, took := failing(t, oauth(time.Now().Add(-time.Hour)))
+		if err == nil || took > failFast || !errors.Is(err, eddy.ErrNotAuthorized) || !errors.Is(err, sarama.ErrSASLAuthenticationFailed) {
+			t.Fatalf("Run: %v after %v, want eddy.ErrNotAuthorized and sarama.ErrSASLAuthenticationFailed within %v", err, took, failFast)
+		}
+	})
+}
+
+// unsecuredJWT is an unsigned JWT ("alg":"none") for sub, valid until exp, as Kafka's
+// OAuthBearerUnsecuredValidatorCallbackHandler accepts.
+func unsecuredJWT(sub string, exp time.Time) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	header := enc([]byte(`{"alg":"none"}`))
+	claims := enc(fmt.Appendf(nil, `{"sub":%q,"iat":%d,"exp":%d}`, sub, time.Now().Add(-time.Minute).Unix(), exp.Unix()))
+	return header + "." + claims + "."
 }
 
 // secureEnvRequired reads a setting of the secured listener that test.sh provides,

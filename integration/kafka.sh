@@ -57,7 +57,8 @@
 # Secured mode (EDDY_KAFKA_SECURE=1) adds a SASL_SSL listener: a CA and a broker
 # certificate (for 127.0.0.1 and localhost) made with openssl under secure/, SCRAM-
 # SHA-256 and -512 users "admin" (super user) and "eddy-app" created when the storage
-# is formatted, and the KRaft StandardAuthorizer with ACLs for eddy-app (what an eddy
+# is formatted, OAUTHBEARER with Kafka's unsecured JWT validator (an unsigned token
+# whose "sub" is the principal; a test broker only), and the KRaft StandardAuthorizer with ACLs for eddy-app (what an eddy
 # application needs: ALL on topics, groups and transactional IDs, IdempotentWrite on
 # the cluster). The PLAINTEXT listener stays (its principal, ANONYMOUS, is a super
 # user), so the tests and tools that use it keep working. For the tests of expired
@@ -462,9 +463,15 @@ write_secure_config() {
 	cat >>"$CONFIG_DIR/server.properties" <<EOF
 
 # Secured mode (EDDY_KAFKA_SECURE=1): SASL_SSL with SCRAM, StandardAuthorizer.
-sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,OAUTHBEARER
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# OAUTHBEARER with Kafka's built-in unsecured validator (no sasl.server.callback.handler
+# class: OAuthBearerUnsecuredValidatorCallbackHandler): it accepts an unsigned JWT
+# ("alg":"none") whose "sub" claim is the principal and whose "exp" has not passed.
+# For tests only: anyone can make such a token. (The sub claim below is the broker's own
+# login, which it does not use: inter-broker traffic is PLAINTEXT.)
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
 ssl.keystore.type=PKCS12
 ssl.keystore.location=$SECURE_DIR/broker.p12
 ssl.keystore.password=$pass
