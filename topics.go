@@ -76,6 +76,11 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 	return nil
 }
 
+// refreshCreated refreshes the client's metadata of topics just created.
+func refreshCreated(_ context.Context, client sarama.Client, topics []string) error {
+	return client.RefreshMetadata(topics...)
+}
+
 // topicAccess is an operation the application's principal needs on a topic, and why.
 type topicAccess struct {
 	op  sarama.AclOperation
@@ -360,7 +365,7 @@ func (rt *runtime) ensureInternal(ctx context.Context, specs []changelog.TopicSp
 					return fmt.Errorf("%w: internal topic %q has %d partitions, want %d", ErrPartitionMismatch, s.Name, n, s.Partitions)
 				}
 			}
-			return rt.client.RefreshMetadata(created...)
+			return refreshCreated(ctx, rt.client, created)
 		}
 		if attempt > 40 {
 			return fmt.Errorf("eddy: internal topics %v still not visible after creation", created)
