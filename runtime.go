@@ -50,6 +50,7 @@ type runtime struct {
 
 	topics     []string                      // the group's subscription: every source topic
 	topicToSub map[string]*graph.Subtopology // resolved source topic → sub-topology
+	latest     map[string]bool               // user topics read from the latest offset (offsetreset.go)
 	partsMu    sync.Mutex
 	partitions map[string]int32 // partition counts of output topics
 
@@ -80,6 +81,7 @@ func newRuntime(a *App) (*runtime, error) {
 		topicToSub: map[string]*graph.Subtopology{},
 		partitions: map[string]int32{},
 		registry:   newTaskRegistry(),
+		latest:     latestTopics(a.g),
 		appDir:     filepath.Join(cfg.StateDir, cfg.ApplicationID),
 	}
 	for _, s := range a.g.Subtopologies {
@@ -465,6 +467,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		h.rt.logger.Warn("claim of an unknown task; ignoring its records", "topic", claim.Topic(), "partition", claim.Partition())
 	} else {
 		t.inbox.start(claim.Topic(), claim.InitialOffset(), claim.HighWaterMarkOffset)
+		h.rt.applyOffsetReset(t, claim.Topic(), claim.Partition(), claim.InitialOffset())
 		if f := t.inbox.floorOf(claim.Topic()); f > claim.InitialOffset() && claim.InitialOffset() >= 0 {
 			t.logger.Warn("the group coordinator answered a committed offset older than the task's own record; skipping the committed records in between",
 				"topic", claim.Topic(), "partition", claim.Partition(), "coordinator", claim.InitialOffset(), "recorded", f)

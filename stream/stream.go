@@ -39,10 +39,9 @@ func FromNode[K, V any](b *Builder, node string) Stream[K, V] {
 
 // From reads a stream from topics (KStreamBuilder.stream). The source node is named
 // KSTREAM-SOURCE-000000000N unless Named.
+// FromConsumed also sets the records' timestamps and the offset reset.
 func From[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V], topics []string, opts ...Option) Stream[K, V] {
-	name := b.nodeName(opts, "KSTREAM-SOURCE-")
-	topology.AddSource(b.tb, name, keys, values, topics...)
-	return Stream[K, V]{b: b, node: name, sources: topics}
+	return FromConsumed(b, Consume(keys, values), topics, opts...)
 }
 
 // addNode adds a processor after the stream and returns the stream of its output.

@@ -122,6 +122,9 @@ func (b *Builder) Build() (*Topology, error) {
 		}
 	}
 	for _, n := range b.nodes {
+		if n.Kind == graph.Source && (n.OffsetReset < graph.ResetDefault || n.OffsetReset > graph.ResetLatest) {
+			fail("source %q: unknown offset reset policy %d: use topology.Earliest or topology.Latest", n.Name, n.OffsetReset)
+		}
 		if n.Kind == graph.Sink && n.Internal && n.RepartitionPartitions < 0 {
 			fail("repartition %q: WithPartitions(%d): the partition count must be positive", n.Topics[0], n.RepartitionPartitions)
 		}

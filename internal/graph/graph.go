@@ -53,6 +53,10 @@ type Node struct {
 
 	KeySerde, ValueSerde string // names, for descriptions
 
+	// OffsetReset is where a source starts reading a partition of its topics that has no
+	// committed offset.
+	OffsetReset OffsetReset
+
 	// Partitions of a repartition topic (sinks of an internal topic); 0: as many as the
 	// largest source topic of the sub-topology that writes it.
 	RepartitionPartitions int32

@@ -89,7 +89,10 @@ type Task struct {
 	// StoreTopics maps each store to its changelog topic.
 	storeTopics map[string]string
 
-	streamTime      time.Time
+	streamTime time.Time
+	// partitionTimes are the largest timestamps extracted per source topic, for the
+	// sources' timestamp extractors (Kafka Streams' partition time).
+	partitionTimes  map[string]time.Time
 	wallTime        time.Time
 	current         *processor.RecordMetadata
 	commitRequested bool
@@ -125,12 +128,13 @@ func New(cfg Config) (*Task, error) {
 	ctx, cancel := context.WithCancel(cache.WithRegistry(context.Background(), caches))
 	t := &Task{
 		cfg: cfg, ctx: ctx, cancel: cancel, caches: caches,
-		logger:      cfg.Logger.With("task", cfg.ID.String()),
-		nodes:       map[string]graph.Instance{},
-		sources:     map[string]graph.SourceInstance{},
-		stores:      map[string]any{},
-		storeTopics: map[string]string{},
-		roundRobin:  map[string]int32{},
+		logger:         cfg.Logger.With("task", cfg.ID.String()),
+		nodes:          map[string]graph.Instance{},
+		sources:        map[string]graph.SourceInstance{},
+		stores:         map[string]any{},
+		storeTopics:    map[string]string{},
+		roundRobin:     map[string]int32{},
+		partitionTimes: map[string]time.Time{},
 	}
 	caches.SetRecordFunc(func(md *processor.RecordMetadata) *processor.RecordMetadata {
 		prev := t.current
@@ -281,6 +285,7 @@ func (t *Task) nodeError(err error, md *processor.RecordMetadata) error {
 	var ne *graph.NodeError
 	var de *graph.DeserializationError
 	var pu *punctuatorError
+	var ie *graph.InvalidTimestampError
 	switch {
 	case errors.As(err, &ne):
 		pe.Node, pe.Err = ne.Node, ne.Err
@@ -288,6 +293,8 @@ func (t *Task) nodeError(err error, md *processor.RecordMetadata) error {
 		pe.Node = de.Node
 	case errors.As(err, &pu):
 		pe.Node = pu.node
+	case errors.As(err, &ie):
+		pe.Node = ie.Node
 	}
 	return pe
 }
@@ -301,26 +308,43 @@ func (t *Task) Process(rec graph.RawRecord) error {
 	}
 	md := processor.RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 	t.current = &md
-	before := t.streamTime
-	if rec.Timestamp.After(t.streamTime) {
-		t.streamTime = rec.Timestamp
-	}
-	err := src.Deliver(rec)
+	// The source stamps the record's (extracted) timestamp on the task (Stamp) before
+	// forwarding it; a record that cannot be read, or whose extracted timestamp is
+	// negative, reaches no processor and, as in Kafka Streams, moves no time.
+	err := src.Deliver(rec, t)
 	t.current = nil
 	if err != nil {
 		var de *graph.DeserializationError
-		if errors.As(err, &de) {
-			// A record that cannot be read reached no processor; like Kafka Streams, do
-			// not let its timestamp move stream time (and fire punctuators).
-			t.streamTime = before
+		var ie *graph.InvalidTimestampError
+		switch {
+		case errors.As(err, &de):
 			if err := t.badRecord(rec, de); err != nil {
 				return t.nodeError(err, &md)
 			}
-		} else {
+		case errors.As(err, &ie) && ie.Extracted:
+			t.logger.Warn("skipping a record with a negative extracted timestamp",
+				"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "node", ie.Node, "timestamp_ms", ie.Timestamp.UnixMilli())
+			if t.cfg.OnBadRecord != nil {
+				t.cfg.OnBadRecord(Skip, rec, err)
+			}
+		default:
 			return t.nodeError(err, &md)
 		}
 	}
 	return t.punctuate(processor.StreamTime, t.streamTime)
+}
+
+// PartitionTime implements graph.Clock.
+func (t *Task) PartitionTime(topic string) time.Time { return t.partitionTimes[topic] }
+
+// Stamp implements graph.Clock: the record of topic being delivered has timestamp ts.
+func (t *Task) Stamp(topic string, ts time.Time) {
+	if ts.After(t.streamTime) {
+		t.streamTime = ts
+	}
+	if ts.After(t.partitionTimes[topic]) {
+		t.partitionTimes[topic] = ts
+	}
 }
 
 func (t *Task) badRecord(rec graph.RawRecord, de *graph.DeserializationError) error {
