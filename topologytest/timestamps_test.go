@@ -40,7 +40,7 @@ type stampProc struct {
 }
 
 func (p *stampProc) Init(ctx processor.Context[string, string]) error { p.ctx = ctx; return nil }
-func (p *stampProc) Close() error                                      { return nil }
+func (p *stampProc) Close() error                                     { return nil }
 func (p *stampProc) Process(r processor.Record[string, order]) error {
 	return p.ctx.Forward(processor.WithValue(r, fmt.Sprintf("%s st=%d", r.Value.ID, p.ctx.StreamTime().UnixMilli())))
 }
