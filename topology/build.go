@@ -153,8 +153,12 @@ func (b *Builder) Build() (*Topology, error) {
 
 	// Stores.
 	storeByName := map[string]*graph.Store{}
+	checkGlobals(b.globals, b.nodes, fail)
 	for _, st := range b.stores {
 		storeByName[st.Name] = st
+		if st.Global {
+			continue
+		}
 		if len(st.Processors) == 0 {
 			fail("store %q is attached to no processor", st.Name)
 		}
@@ -176,8 +180,14 @@ func (b *Builder) Build() (*Topology, error) {
 		return nil, errors.Join(errs...)
 	}
 
-	g := &graph.Graph{Nodes: b.byName, Order: b.nodes, Stores: storeByName, StoreOrder: b.stores, CopartitionGroups: b.copartition}
-	g.Subtopologies = split(b.nodes, b.byName, b.stores)
+	var local []*graph.Store
+	for _, st := range b.stores {
+		if !st.Global {
+			local = append(local, st)
+		}
+	}
+	g := &graph.Graph{Nodes: b.byName, Order: b.nodes, Stores: storeByName, StoreOrder: local, GlobalStores: b.globals, CopartitionGroups: b.copartition}
+	g.Subtopologies = split(b.nodes, b.byName, local)
 	b.built = true
 	return &Topology{g: g}, nil
 }

@@ -48,6 +48,8 @@ type Builder struct {
 	built  bool
 	// copartition: groups of topics that must have equal partition counts.
 	copartition [][]string
+	// globals are the global stores (AddGlobalStore).
+	globals []*graph.GlobalStore
 }
 
 // NewBuilder returns an empty Builder.

@@ -10,7 +10,7 @@ import (
 )
 
 // Topologies are the names the oracle knows.
-var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8"}
+var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9"}
 
 // Outputs are the output topics of each topology, as the oracle lists them.
 var Outputs = map[string][]string{

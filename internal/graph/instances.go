@@ -301,7 +301,7 @@ func (p *processorInstance[KIn, VIn, KOut, VOut]) Forward(rec processor.Record[K
 }
 
 func (p *processorInstance[KIn, VIn, KOut, VOut]) StateStore(name string) (any, error) {
-	if !slices.Contains(p.node.Stores, name) {
+	if !slices.Contains(p.node.Stores, name) && !p.rt.GlobalStore(name) {
 		return nil, fmt.Errorf("%w: store %q, processor %q (attached: %v)", processor.ErrStoreNotAttached, name, p.node.Name, p.node.Stores)
 	}
 	return p.rt.Store(name)

@@ -65,6 +65,9 @@ type Config struct {
 	Collector     Collector
 	Logger        *slog.Logger
 	StoreMetrics  statestore.Metrics
+	// GlobalBackend holds the graph's global stores (graph.GlobalStore), which the
+	// task's processors read; kept up to date by its owner, never written by the task.
+	GlobalBackend statestore.Backend
 	// Now is the wall clock wall-clock punctuators are scheduled against; default
 	// time.Now. The test driver moves its own clock.
 	Now func() time.Time
@@ -160,6 +163,23 @@ func New(cfg Config) (*Task, error) {
 		}
 		t.stores[st.Name] = st.NewTyped(buf, topic, cfg.StoreMetrics)
 		t.storeTopics[st.Name] = topic
+	}
+	if len(cfg.Graph.GlobalStores) > 0 {
+		if cfg.GlobalBackend == nil {
+			cancel()
+			return nil, fmt.Errorf("task %s: the topology has global stores and the task was given none", cfg.ID)
+		}
+		// A set of the task's own over the global backend: its buffers stay empty (the
+		// stores are read-only), so reads go to the backend.
+		globals := statestore.NewSet(cfg.GlobalBackend)
+		for _, gs := range cfg.Graph.GlobalStores {
+			buf, err := globals.Register(gs.Store.Name, false)
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			t.stores[gs.Store.Name] = gs.Store.NewTyped(buf, gs.Topic, cfg.StoreMetrics)
+		}
 	}
 	// Instantiate children before parents: walk nodes in reverse topological order.
 	order, err := topoOrder(cfg.Graph, cfg.Subtopology)
@@ -450,6 +470,11 @@ func (t *Task) Store(name string) (any, error) {
 		return nil, fmt.Errorf("%w: %q", statestore.ErrUnknownStore, name)
 	}
 	return s, nil
+}
+
+func (t *Task) GlobalStore(name string) bool {
+	st, ok := t.cfg.Graph.Stores[name]
+	return ok && st.Global
 }
 
 func (t *Task) Logger(node string) *slog.Logger { return t.logger.With("node", node) }
