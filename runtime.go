@@ -54,6 +54,9 @@ type runtime struct {
 	partsMu    sync.Mutex
 	partitions map[string]int32 // partition counts of output topics
 
+	// global keeps the global stores (globaltable.go); nil without any.
+	global *globalState
+
 	// registry alone holds the task set, the generation and the task owners.
 	registry *taskRegistry
 
@@ -92,6 +95,10 @@ func newRuntime(a *App) (*runtime, error) {
 	}
 	sort.Strings(rt.topics)
 	if err := rt.lockStateDir(); err != nil {
+		return nil, err
+	}
+	if err := rt.openGlobal(); err != nil {
+		rt.unlockStateDir()
 		return nil, err
 	}
 	if cfg.Metrics != nil {
@@ -194,6 +201,7 @@ func (rt *runtime) close() {
 	for _, t := range rt.registry.takeAll() {
 		t.close()
 	}
+	rt.closeGlobal()
 	_ = rt.admin.Close() // closes the client too
 	_ = rt.restoreC.Close()
 	rt.unlockStateDir()
@@ -222,6 +230,15 @@ func (rt *runtime) run(parent context.Context) error {
 		return rt.fatalErr
 	}
 
+	// Global stores first: tasks start with them up to date (Kafka Streams bootstraps
+	// global state before its stream threads start).
+	if err := rt.startGlobal(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer rt.stopGlobal()
 	group, err := sarama.NewConsumerGroupFromClient(rt.cfg.ApplicationID, rt.client)
 	if err != nil {
 		return fmt.Errorf("eddy: consumer group: %w", err)

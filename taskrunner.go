@@ -180,7 +180,7 @@ func (t *taskRunner) open() error {
 	}
 	eng, err := task.New(task.Config{
 		ID: t.id, ApplicationID: cfg.ApplicationID, Graph: t.rt.g, Subtopology: t.sub,
-		Stores: set, Collector: t, Logger: t.rt.logger,
+		Stores: set, GlobalBackend: t.rt.globalBackend(), Collector: t, Logger: t.rt.logger,
 		OnDeserializationError: policy, DeadLetterTopic: cfg.DeadLetterTopic,
 		OnBadRecord: func(p task.ErrorPolicy, rec graph.RawRecord, _ error) {
 			action := "skipped"
