@@ -188,4 +188,3 @@ func TestGlobalTableOnTwoInstances(t *testing.T) {
 		}
 	})
 }
-
