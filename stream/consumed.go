@@ -54,7 +54,7 @@ func configureSource[K, V any](n *topology.SourceNode[K, V], timestamps topology
 func FromConsumed[K, V any](b *Builder, c Consumed[K, V], topics []string, opts ...Option) Stream[K, V] {
 	name := b.nodeName(opts, "KSTREAM-SOURCE-")
 	configureSource(topology.AddSource(b.tb, name, c.keys, c.values, topics...), c.timestamps, c.reset)
-	return Stream[K, V]{b: b, node: name, sources: topics}
+	return Stream[K, V]{b: b, node: name, sources: topics, keys: c.keys, values: c.values}
 }
 
 // nullableExtractor runs fn on a table source's records, which are read with
