@@ -47,8 +47,12 @@ type runtime struct {
 
 	topics     []string                      // the group's subscription: every source topic
 	topicToSub map[string]*graph.Subtopology // resolved source topic → sub-topology
+	latest     map[string]bool               // user topics read from the latest offset (offsetreset.go)
 	partsMu    sync.Mutex
 	partitions map[string]int32 // partition counts of output topics
+
+	// global keeps the global stores (globaltable.go); nil without any.
+	global *globalState
 
 	// registry alone holds the task set, the generation and the task owners.
 	registry *taskRegistry
@@ -81,6 +85,7 @@ func newRuntime(a *App) (*runtime, error) {
 		topicToSub: map[string]*graph.Subtopology{},
 		partitions: map[string]int32{},
 		registry:   newTaskRegistry(),
+		latest:     latestTopics(a.g),
 		appDir:     filepath.Join(cfg.StateDir, cfg.ApplicationID),
 	}
 	for _, s := range a.g.Subtopologies {
@@ -91,6 +96,10 @@ func newRuntime(a *App) (*runtime, error) {
 	}
 	sort.Strings(rt.topics)
 	if err := rt.lockStateDir(); err != nil {
+		return nil, err
+	}
+	if err := rt.openGlobal(); err != nil {
+		rt.unlockStateDir()
 		return nil, err
 	}
 	if cfg.Metrics != nil {
@@ -158,6 +167,7 @@ func (rt *runtime) close() {
 	for _, w := range rt.workers {
 		w.close()
 	}
+	rt.closeGlobal()
 	_ = rt.admin.Close() // closes the client too
 	_ = rt.restoreC.Close()
 	rt.unlockStateDir()
@@ -186,6 +196,15 @@ func (rt *runtime) run(parent context.Context) error {
 		return rt.fatalErr
 	}
 
+	// Global stores first: tasks start with them up to date (Kafka Streams bootstraps
+	// global state before its stream threads start).
+	if err := rt.startGlobal(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer rt.stopGlobal()
 	group, err := sarama.NewConsumerGroupFromClient(rt.cfg.ApplicationID, rt.client)
 	if err != nil {
 		return fmt.Errorf("eddy: consumer group: %w", err)

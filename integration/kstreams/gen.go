@@ -10,17 +10,20 @@ import (
 )
 
 // Topologies are the names the oracle knows.
-var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7"}
+var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "T10"}
 
 // Outputs are the output topics of each topology, as the oracle lists them.
 var Outputs = map[string][]string{
-	"T1": {"wc-out"},
-	"T2": {"orders-total", "orders-count", "orders-agg"},
-	"T3": {"clicks-inner", "clicks-left"},
-	"T4": {"tt-inner", "tt-left", "tt-outer"},
-	"T5": {"fk-inner", "fk-left"},
-	"T6": {"region-sum", "region-count", "region-reduce"},
-	"T7": {"merged", "other"},
+	"T1":  {"wc-out"},
+	"T2":  {"orders-total", "orders-count", "orders-agg"},
+	"T3":  {"clicks-inner", "clicks-left"},
+	"T4":  {"tt-inner", "tt-left", "tt-outer"},
+	"T5":  {"fk-inner", "fk-left"},
+	"T6":  {"region-sum", "region-count", "region-reduce"},
+	"T7":  {"merged", "other"},
+	"T8":  {"ts-out", "ts-count", "ts-table-out"},
+	"T9":  {"g-inner", "g-left"},
+	"T10": {"r-joined"},
 }
 
 // Base is the earliest input timestamp; inputs spread over the hour after it.
@@ -67,6 +70,12 @@ func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 		next = g.t6
 	case "T7":
 		next = g.t7
+	case "T8":
+		next = g.t8
+	case "T9":
+		next = g.t9
+	case "T10":
+		next = g.t10
 	default:
 		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s)", topology, strings.Join(Topologies, ", "))
 	}
@@ -212,4 +221,65 @@ func (g gen) t7() Record {
 	}
 	start := g.pick("a", "a", "b", "b", "A", "B", "c", "", "é", "ж")
 	return g.rec("events", key, ptr(start+g.pick("", "x", "lpha", "été", "жук", "ω", "東京", " z", "9")))
+}
+
+// t8 values are "ms:payload" with an event time in the hour after Base (one in ten
+// negative), or a payload without one, or null.
+func (g gen) t8() Record {
+	topic := "ts-in"
+	if g.rng.IntN(5) < 2 {
+		topic = "ts-table"
+	}
+	key := g.pick("k1", "k2", "k3", "k4")
+	switch {
+	case g.tombstone():
+		return g.rec(topic, key, nil)
+	case g.rng.IntN(6) == 0:
+		return g.rec(topic, key, ptr("x"+strconv.Itoa(g.rng.IntN(10))))
+	}
+	ms := Base.UnixMilli() + int64(g.rng.IntN(3600))*1000
+	if g.rng.IntN(10) == 0 {
+		ms = -1 - int64(g.rng.IntN(1000))
+	}
+	return g.rec(topic, key, ptr(strconv.FormatInt(ms, 10)+":p"+strconv.Itoa(g.rng.IntN(10))))
+}
+
+// t9: global table "g-users" and stream "g-clicks" with values "user:item" (now and
+// then without ':' or null: no join key); u5 is never a user.
+func (g gen) t9() Record {
+	if g.rng.IntN(5) < 2 {
+		key := g.pick("u1", "u2", "u3", "u4")
+		if g.tombstone() {
+			return g.rec("g-users", key, nil)
+		}
+		return g.rec("g-users", key, ptr(g.pick("Ann", "Bo", "Cy", "Dé", "")))
+	}
+	key := g.pick("c1", "c2", "c3")
+	switch {
+	case g.tombstone():
+		return g.rec("g-clicks", key, nil)
+	case g.rng.IntN(8) == 0:
+		return g.rec("g-clicks", key, ptr("nouser"))
+	}
+	return g.rec("g-clicks", key, ptr(g.pick("u1", "u2", "u3", "u4", "u5")+":i"+strconv.Itoa(g.rng.IntN(10))))
+}
+
+// t10: table "r-users" and stream "r-orders" with values "user:amount" (now and then
+// without ':', or null); u5 is never a user.
+func (g gen) t10() Record {
+	if g.rng.IntN(5) < 2 {
+		key := g.pick("u1", "u2", "u3", "u4")
+		if g.tombstone() {
+			return g.rec("r-users", key, nil)
+		}
+		return g.rec("r-users", key, ptr(g.pick("Ann", "Bo", "Cy", "Dé", "")))
+	}
+	key := g.pick("o1", "o2", "o3", "u1")
+	switch {
+	case g.tombstone():
+		return g.rec("r-orders", key, nil)
+	case g.rng.IntN(8) == 0:
+		return g.rec("r-orders", key, ptr("nouser"))
+	}
+	return g.rec("r-orders", key, ptr(g.pick("u1", "u2", "u3", "u4", "u5")+":"+strconv.Itoa(g.rng.IntN(100))))
 }

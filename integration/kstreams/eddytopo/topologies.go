@@ -37,11 +37,11 @@ func SplitMerge() (*topology.Topology, error) { return splitMerge() }
 func Build(name string, opts ...stream.BuilderOption) (*topology.Topology, error) {
 	builds := map[string]func(...stream.BuilderOption) (*topology.Topology, error){
 		"T1": wordCount, "T2": rekeyAgg, "T3": streamTable, "T4": tableTable,
-		"T5": fkJoin, "T6": tableGroupBy, "T7": splitMerge,
+		"T5": fkJoin, "T6": tableGroupBy, "T7": splitMerge, "T8": timestamps, "T9": globalJoin, "T10": rekeyJoin,
 	}
 	build, ok := builds[name]
 	if !ok {
-		return nil, fmt.Errorf("eddytopo: no topology %q: the names are T1 to T7", name)
+		return nil, fmt.Errorf("eddytopo: no topology %q: the names are T1 to T10", name)
 	}
 	return build(opts...)
 }

@@ -11,6 +11,9 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.GlobalKTable;
+import org.apache.kafka.streams.kstream.KeyValueMapper;
+import org.apache.kafka.streams.processor.TimestampExtractor;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.KGroupedStream;
@@ -47,8 +50,11 @@ final class Topologies {
       case "T5" -> t5();
       case "T6" -> t6();
       case "T7" -> t7();
+      case "T8" -> t8();
+      case "T9" -> t9();
+      case "T10" -> t10();
       default -> throw new IllegalArgumentException(
-          "unknown topology \"" + name + "\": the oracle knows T1, T2, T3, T4, T5, T6, T7");
+          "unknown topology \"" + name + "\": the oracle knows T1 to T10");
     };
   }
 
@@ -153,5 +159,74 @@ final class Topologies {
         .to("merged", Produced.with(S, S));
     branches.get("split-default").to("other", Produced.with(S, S));
     return new Built(b.build(), List.of("merged", "other"));
+  }
+
+  /** The event time of a "ms:payload" value: ms (may be negative); null without one. */
+  private static Long eventTime(Object v) {
+    if (!(v instanceof String s)) {
+      return null;
+    }
+    int i = s.indexOf(':');
+    if (i < 0) {
+      return null;
+    }
+    return Long.parseLong(s.substring(0, i));
+  }
+
+  /**
+   * T8 timestamp extractors: stream "ts-in" with the value's event time, or the partition time
+   * for a value without one (null included); passed through to "ts-out" and counted per key to
+   * "ts-count". Table "ts-table" with the value's event time, or the record's own timestamp for a
+   * value without one (tombstones included), to "ts-table-out". A negative event time drops the
+   * record, as does the partition time before the partition's first record (-1).
+   */
+  private static Built t8() {
+    StreamsBuilder b = new StreamsBuilder();
+    TimestampExtractor streamTime = (rec, partitionTime) -> {
+      Long t = eventTime(rec.value());
+      return t == null ? partitionTime : t;
+    };
+    TimestampExtractor tableTime = (rec, partitionTime) -> {
+      Long t = eventTime(rec.value());
+      return t == null ? rec.timestamp() : t;
+    };
+    KStream<String, String> in = b.stream("ts-in", Consumed.with(S, S).withTimestampExtractor(streamTime));
+    in.to("ts-out", Produced.with(S, S));
+    in.groupByKey(Grouped.with(S, S)).count().toStream().to("ts-count", Produced.with(S, L));
+    b.table("ts-table", Consumed.with(S, S).withTimestampExtractor(tableTime))
+        .toStream()
+        .to("ts-table-out", Produced.with(S, S));
+    return new Built(b.build(), List.of("ts-out", "ts-count", "ts-table-out"));
+  }
+
+  /**
+   * T9 stream-global-table joins: stream "g-clicks" values "user:item", global table "g-users";
+   * the key mapper takes the user (null for a null value or one without ':'); join v + "@" + u
+   * to "g-inner", leftJoin v + "@" + (u ?? "-") to "g-left".
+   */
+  private static Built t9() {
+    StreamsBuilder b = new StreamsBuilder();
+    GlobalKTable<String, String> users = b.globalTable("g-users", Consumed.with(S, S));
+    KStream<String, String> clicks = b.stream("g-clicks", Consumed.with(S, S));
+    KeyValueMapper<String, String, String> user =
+        (k, v) -> v == null || v.indexOf(':') < 0 ? null : v.substring(0, v.indexOf(':'));
+    clicks.join(users, user, (v, u) -> v + "@" + u).to("g-inner", Produced.with(S, S));
+    clicks.leftJoin(users, user, (v, u) -> v + "@" + (u == null ? "-" : u)).to("g-left", Produced.with(S, S));
+    return new Built(b.build(), List.of("g-inner", "g-left"));
+  }
+
+  /**
+   * T10 a join after a key change: stream "r-orders" values "user:amount" re-keyed by user
+   * (selectKey; the key for a null value), joined with table "r-users" (Kafka Streams inserts
+   * a repartition topic): v + "@" + u to "r-joined".
+   */
+  private static Built t10() {
+    StreamsBuilder b = new StreamsBuilder();
+    KTable<String, String> users = b.table("r-users", Consumed.with(S, S), Materialized.with(S, S));
+    b.stream("r-orders", Consumed.with(S, S))
+        .selectKey((k, v) -> v == null || v.indexOf(':') < 0 ? k : v.substring(0, v.indexOf(':')))
+        .join(users, (v, u) -> v + "@" + u, Joined.with(S, S, S))
+        .to("r-joined", Produced.with(S, S));
+    return new Built(b.build(), List.of("r-joined"));
   }
 }
