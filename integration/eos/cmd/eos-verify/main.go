@@ -22,7 +22,7 @@
 // session; two brokers down at once; each restarted after.
 //
 //	go run ./integration/eos/cmd/eos-verify                       # short mode, embedded broker
-//	EDDY_KAFKA_HOME=/tmp/eddy-kafka-eos EDDY_KAFKA_PORT=39092 EDDY_KAFKA_CONTROLLER_PORT=39093 \
+//	EDDY_KAFKA_HOME=/tmp/eddy-kafka-eos EDDY_KAFKA_PORT=29092 EDDY_KAFKA_CONTROLLER_PORT=29093 \
 //	  go run ./integration/eos/cmd/eos-verify -mode long -kafka-script integration/kafka.sh
 //	go run ./integration/eos/cmd/eos-verify -mode cluster -kafka-script integration/kafka.sh
 //
