@@ -102,14 +102,10 @@ func newRuntime(a *App) (*runtime, error) {
 		rt.unlockStateDir()
 		return nil, err
 	}
-	if cfg.Metrics != nil {
-		reg := prometheus.WrapRegistererWith(prometheus.Labels{"application_id": cfg.ApplicationID}, cfg.Metrics)
-		m, err := metrics.New(reg, rt.snapshot)
-		if err != nil {
-			rt.unlockStateDir()
-			return nil, fmt.Errorf("eddy: register metrics: %w", err)
-		}
-		rt.metrics = m
+	if err := rt.registerMetrics(); err != nil {
+		rt.closeGlobal()
+		rt.unlockStateDir()
+		return nil, err
 	}
 	rt.assignor = newAssignor(a.g, cfg.ApplicationID)
 	rt.assignor.host = cfg.AdvertisedAddr
@@ -118,6 +114,7 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.assignor.logf = func(msg string, args ...any) { rt.logger.Warn(msg, args...) }
 	rt.sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{rt.assignor}
 	if err := rt.connect(); err != nil {
+		rt.closeGlobal()
 		rt.unlockStateDir()
 		return nil, err
 	}
@@ -139,6 +136,20 @@ func newRuntime(a *App) (*runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// registerMetrics registers the runtime's metrics with Config.Metrics, if set.
+func (rt *runtime) registerMetrics() error {
+	if rt.cfg.Metrics == nil {
+		return nil
+	}
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"application_id": rt.cfg.ApplicationID}, rt.cfg.Metrics)
+	m, err := metrics.New(reg, rt.snapshot)
+	if err != nil {
+		return fmt.Errorf("eddy: register metrics: %w", err)
+	}
+	rt.metrics = m
+	return nil
 }
 
 // connect makes the runtime's clients: one for the group, metadata and offsets (and the
