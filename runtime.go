@@ -107,12 +107,7 @@ func newRuntime(a *App) (*runtime, error) {
 		rt.unlockStateDir()
 		return nil, err
 	}
-	rt.assignor = newAssignor(a.g, cfg.ApplicationID)
-	rt.assignor.host = cfg.AdvertisedAddr
-	rt.assignor.onAssign = rt.onAssignment
-	rt.assignor.localState = rt.localState
-	rt.assignor.logf = func(msg string, args ...any) { rt.logger.Warn(msg, args...) }
-	rt.sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{rt.assignor}
+	rt.useAssignor()
 	if err := rt.connect(); err != nil {
 		rt.closeGlobal()
 		rt.unlockStateDir()
@@ -136,6 +131,16 @@ func newRuntime(a *App) (*runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// useAssignor makes eddy's assignor the group's strategy, wired to the runtime.
+func (rt *runtime) useAssignor() {
+	rt.assignor = newAssignor(rt.g, rt.cfg.ApplicationID)
+	rt.assignor.host = rt.cfg.AdvertisedAddr
+	rt.assignor.onAssign = rt.onAssignment
+	rt.assignor.localState = rt.localState
+	rt.assignor.logf = func(msg string, args ...any) { rt.logger.Warn(msg, args...) }
+	rt.sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{rt.assignor}
 }
 
 // registerMetrics registers the runtime's metrics with Config.Metrics, if set.
