@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/kread"
 )
 
 // The parent's view of the broker: end offsets and committed offsets, polled cheaply
@@ -57,6 +59,26 @@ func (e *env) endOffsets(topic string, iso sarama.IsolationLevel) ([]int64, erro
 		}
 	}
 	return out, nil
+}
+
+// countCommitted counts the committed data records of a topic (read_committed, up to
+// each partition's last stable offset).
+func (e *env) countCommitted(ctx context.Context, topic string) (int64, error) {
+	lso, err := e.endOffsets(topic, sarama.ReadCommitted)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for p, end := range lso {
+		err := kread.ReadRange(ctx, e.client, topic, int32(p), 0, end, func(kread.Record) error {
+			n++
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("count the records of %s/%d: %w", topic, p, err)
+		}
+	}
+	return n, nil
 }
 
 func sum(xs []int64) int64 {
