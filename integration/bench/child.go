@@ -34,6 +34,7 @@ type childSpec struct {
 	Topology       string  // eddy: passthrough, wordcount, wordcount-dsl, count, kv-put, kv-get
 	NoCaching      bool    // wordcount-dsl: record caching off (stream.NoCaching)
 	SampleCost     bool    // sample open sockets and goroutines (cost-per-task rows)
+	Threads        int     // Kafka Streams: stream threads (default 1)
 	ExactlyOnce    bool    // eddy: the guarantee
 	StateDir       string  // eddy
 	ExpectTasks    int     // restore: stop once this many tasks restored and processed a record

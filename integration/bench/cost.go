@@ -90,8 +90,15 @@ func openFDs() (sockets, fds int) {
 // changelog and an output per task) on input with as many partitions as tasks, exactly-
 // once at 100 ms, until the input is committed, lets it run idle for -cost-settle, and
 // reads what the instance holds then.
-func costRow(tasks int) func(context.Context, *env, *rowDef, int) (*runResult, error) {
+// kind is "eddy", or "kstreams" for the same topology in Kafka Streams 4.1.1
+// (exactly_once_v2, one stream thread, record caching off).
+func costRow(kind string, tasks int) func(context.Context, *env, *rowDef, int) (*runResult, error) {
 	return func(ctx context.Context, e *env, r *rowDef, round int) (*runResult, error) {
+		if kind == "kstreams" {
+			if _, err := e.needKStreams(ctx); err != nil {
+				return nil, err
+			}
+		}
 		in, err := e.needCostInput(ctx, int32(tasks))
 		if err != nil {
 			return nil, err
@@ -107,7 +114,7 @@ func costRow(tasks int) func(context.Context, *env, *rowDef, int) (*runResult, e
 			CommitInterval: 100 * time.Millisecond, Topology: "count", ExactlyOnce: true,
 			StateDir: e.stateDir(id), SampleCost: true,
 		}
-		res, err := e.throughputRunSettled(ctx, r, round, "eddy", spec, out, e.committedThrough(ctx, id, in, nil), in, e.o.costSettle)
+		res, err := e.throughputRunSettled(ctx, r, round, kind, spec, out, e.committedThrough(ctx, id, in, nil), in, e.o.costSettle)
 		if err != nil {
 			return nil, err
 		}

@@ -36,6 +36,7 @@ type env struct {
 	memIn                  *dataset // memory rows' input
 	memLoadID              map[int]string
 	costIn                 map[int32]*dataset // cost rows' input by partition count
+	ks                     *kstreamsApp       // built by the first Kafka Streams row
 	results                []*runResult
 	startLoad, endLoad     string
 	startedAt, finishedAt  time.Time

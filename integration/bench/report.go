@@ -265,7 +265,11 @@ func (s *summary) cells() []string {
 		extra = append(extra, fmt.Sprintf("%.3f output records / %s", s.OutPerUnit, strings.TrimSuffix(s.Unit, "s")))
 	}
 	if s.Tasks > 0 {
-		extra = append(extra, fmt.Sprintf("%d tasks: %.0f sockets, %.0f goroutines", s.Tasks, s.Sockets, s.Goroutines))
+		what := "goroutines"
+		if costEngine(s.Row) != "eddy" {
+			what = "JVM threads"
+		}
+		extra = append(extra, fmt.Sprintf("%d tasks: %.0f sockets, %.0f %s", s.Tasks, s.Sockets, s.Goroutines, what))
 	}
 	if s.CommitMeanMs > 0 {
 		extra = append(extra, fmt.Sprintf("commit %.0f ms mean, %.0f ms p99", s.CommitMeanMs, s.CommitP99Ms))
@@ -310,7 +314,7 @@ func textTable(e *env, sums []*summary) string {
 	return b.String()
 }
 
-// costSummaries are the cost rows that ran, fewest tasks first.
+// costSummaries are the cost rows that ran, by engine (eddy first), fewest tasks first.
 func costSummaries(sums []*summary) []*summary {
 	var out []*summary
 	for _, s := range sums {
@@ -318,32 +322,48 @@ func costSummaries(sums []*summary) []*summary {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b *summary) int { return a.Tasks - b.Tasks })
+	slices.SortStableFunc(out, func(a, b *summary) int {
+		if ea, eb := costEngine(a.Row), costEngine(b.Row); ea != eb {
+			return map[bool]int{true: -1, false: 1}[ea == "eddy"]
+		}
+		return a.Tasks - b.Tasks
+	})
 	return out
 }
 
-func costHeader() []string {
-	return []string{"tasks", "open sockets (peak)", "per added task", "open fds", "goroutines (peak)", "per added task", "peak RSS MB (VmHWM)", "peak anon / file MB", "per added task MB", "startup s", "records/s", "CPU s / M"}
+// costEngine is what a cost row runs: "eddy", or "Kafka Streams" for the ks- rows.
+func costEngine(row string) string {
+	if strings.HasPrefix(row, "ks-") {
+		return "Kafka Streams"
+	}
+	return "eddy"
 }
 
-// costCells formats the cost rows; "per added task" is the growth over the row with
-// the fewest tasks, divided by the tasks added.
+func costHeader() []string {
+	return []string{"row", "tasks", "open sockets (peak)", "per added task", "open fds", "goroutines / JVM threads (peak)", "per added task", "peak RSS MB (VmHWM)", "peak anon / file MB", "per added task MB", "startup s", "records/s", "CPU s / M"}
+}
+
+// costCells formats the cost rows; "per added task" is the growth over the same
+// engine's row with the fewest tasks, divided by the tasks added.
 func costCells(cost []*summary) [][]string {
 	var out [][]string
-	base := cost[0]
-	per := func(x, x0 float64, s *summary) string {
-		if s == base {
-			return "—"
-		}
-		return fmt.Sprintf("%.2f", (x-x0)/float64(s.Tasks-base.Tasks))
-	}
+	var base *summary
 	for _, s := range cost {
+		if base == nil || costEngine(base.Row) != costEngine(s.Row) {
+			base = s
+		}
+		per := func(x, x0 float64) string {
+			if s.Tasks == base.Tasks {
+				return "—"
+			}
+			return fmt.Sprintf("%.2f", (x-x0)/float64(s.Tasks-base.Tasks))
+		}
 		out = append(out, []string{
-			fmt.Sprint(s.Tasks),
-			fmt.Sprintf("%.0f (%.0f)", s.Sockets, s.SocketsPeak), per(s.Sockets, base.Sockets, s),
+			s.Row, fmt.Sprint(s.Tasks),
+			fmt.Sprintf("%.0f (%.0f)", s.Sockets, s.SocketsPeak), per(s.Sockets, base.Sockets),
 			fmt.Sprintf("%.0f", s.FDs),
-			fmt.Sprintf("%.0f (%.0f)", s.Goroutines, s.GoroutinesPeak), per(s.Goroutines, base.Goroutines, s),
-			fmt.Sprintf("%.0f", s.MaxRSSMB), fmt.Sprintf("%.0f / %.0f", s.PeakAnonMB, s.PeakFileMB), per(s.MaxRSSMB, base.MaxRSSMB, s),
+			fmt.Sprintf("%.0f (%.0f)", s.Goroutines, s.GoroutinesPeak), per(s.Goroutines, base.Goroutines),
+			fmt.Sprintf("%.0f", s.MaxRSSMB), fmt.Sprintf("%.0f / %.0f", s.PeakAnonMB, s.PeakFileMB), per(s.MaxRSSMB, base.MaxRSSMB),
 			fmt.Sprintf("%.2f", s.Startup), thousands(s.Rate), fmt.Sprintf("%.2f", s.CPUPerM),
 		})
 	}
@@ -377,9 +397,10 @@ func markdown(e *env, sums []*summary) string {
 		fmt.Fprintf(&b, "- `%s`: %s\n", s.Row, s.Desc)
 	}
 	if cost := costSummaries(sums); len(cost) > 0 {
-		b.WriteString("\nCost per task (medians; sockets, fds and goroutines read in the child after its input was committed and it ran idle for -cost-settle; peaks sampled every 100 ms):\n\n")
+		b.WriteString("\nCost per task (medians; sockets, fds and goroutines or JVM threads read in the child after its input was committed and it ran idle for -cost-settle; peaks sampled every 100 ms):\n\n")
 		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(costHeader(), " | "), strings.Repeat("---|", len(costHeader())))
 		for _, c := range costCells(cost) {
+			c[0] = "`" + c[0] + "`"
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
 		}
 	}
