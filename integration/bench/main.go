@@ -36,6 +36,11 @@
 //	                  and -cost-settle of idle commits, its open sockets and file
 //	                  descriptors (/proc/self/fd) and goroutines are read, beside the
 //	                  peak RSS (VmHWM; anonymous and file-backed). Rerun with -rows cost.
+//	ks-cost-tasks-{16,128,512}  the same count topology in Kafka Streams 4.1.1
+//	                  (exactly_once_v2, one stream thread, record caching off, JVM
+//	                  defaults), built from integration/bench/kstreams with Maven (Java
+//	                  17+ and mvn on PATH) into the work directory; JVM threads stand in
+//	                  for goroutines
 //	lat-*             end-to-end latency, produce timestamp → output visible to a
 //	                  read_committed consumer, p50/p99, at half the maximum rate of
 //	                  pass-eos-100ms (or -latency-rate)
