@@ -114,6 +114,7 @@ func costRow(kind string, tasks int) func(context.Context, *env, *rowDef, int) (
 			CommitInterval: 100 * time.Millisecond, Topology: "count", ExactlyOnce: true,
 			StateDir: e.stateDir(id), SampleCost: true,
 		}
+		spec.Tune.PerTask = strings.HasSuffix(r.name, "-pertask")
 		res, err := e.throughputRunSettled(ctx, r, round, kind, spec, out, e.committedThrough(ctx, id, in, nil), in, e.o.costSettle)
 		if err != nil {
 			return nil, err

@@ -164,7 +164,10 @@ func eddyConfig(spec *childSpec, reg metrics.Registry, logs *logStats, onRestore
 		Guarantee:      g,
 		CommitInterval: spec.CommitInterval,
 		CommitRecords:  spec.Tune.CommitRecords,
-		Logger:         slog.New(&logHandler{s: logs, next: slog.NewTextHandler(os.Stderr, nil)}),
+		// The rows named *-pertask run the producer-per-task model beside the default
+		// producer per worker.
+		ProducerPerTask: spec.Tune.PerTask,
+		Logger:          slog.New(&logHandler{s: logs, next: slog.NewTextHandler(os.Stderr, nil)}),
 		Sarama: func(sc *sarama.Config) {
 			sc.MetricRegistry = reg
 			spec.Tune.apply(sc)

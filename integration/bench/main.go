@@ -138,12 +138,16 @@ type tuning struct {
 	MaxWait       time.Duration `json:",omitempty"` // Consumer.MaxWaitTime
 	KreadFetch    int32         `json:",omitempty"` // changelog-kread: bytes per fetch (default 32 MiB, the restorer's)
 	CommitRecords int           `json:",omitempty"` // eddy Config.CommitRecords
+	PerTask       bool          `json:",omitempty"` // eddy Config.ProducerPerTask (rows named *-pertask)
 }
 
 func (t tuning) String() string {
 	var parts []string
 	if t.TxnBackoff > 0 {
 		parts = append(parts, fmt.Sprintf("txn-backoff=%v", t.TxnBackoff))
+	}
+	if t.PerTask {
+		parts = append(parts, "producer-per-task")
 	}
 	if t.Linger > 0 {
 		parts = append(parts, fmt.Sprintf("linger=%v", t.Linger))

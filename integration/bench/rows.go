@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -68,6 +69,7 @@ func rowTable() []*rowDef {
 		{name: "wc-alos-100ms", group: "throughput", unit: "words", ceiling: "pipe-raw", desc: "eddy word count, at-least-once, commit 100 ms", run: eddyRow("wordcount", false, ms100)},
 		{name: "wc-alos-1s", group: "throughput", unit: "words", ceiling: "pipe-raw", desc: "eddy word count, at-least-once, commit 1 s", run: eddyRow("wordcount", false, sec)},
 		{name: "wc-eos-100ms", group: "throughput", unit: "words", ceiling: "pipe-txn", altCeiling: "pipe-txn-2hop", target: 0.70, desc: "eddy word count, exactly-once, commit 100 ms", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-eos-100ms-pertask", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with a producer per task (Config.ProducerPerTask) instead of per worker", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-1s", group: "throughput", unit: "words", ceiling: "pipe-txn-1s", desc: "eddy word count, exactly-once, commit 1 s", run: eddyRow("wordcount", true, sec)},
 		{name: "wc-dsl-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "eddy word count in the stream DSL (examples/wordcount/dsl), record caching on (10 MiB per task), exactly-once, commit 100 ms", run: eddyRow("wordcount-dsl", true, ms100)},
 		{name: "wc-dsl-nocache-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with record caching off (stream.NoCaching)", run: eddyRow("wordcount-dsl-nocache", true, ms100)},
@@ -81,6 +83,8 @@ func rowTable() []*rowDef {
 		{name: "mem-restore-32", group: "memory", unit: "records", rssTarget: 200, desc: "32 tasks restore those keys, empty state dir", run: memRestoreRow},
 		{name: "cost-tasks-16", group: "cost", unit: "records", desc: "cost per task: one instance, 16 tasks (16 partitions), each with a store, a changelog and an output (count topology, EOS, 100 ms)", run: costRow("eddy", 16)},
 		{name: "cost-tasks-128", group: "cost", unit: "records", desc: "the same with 128 tasks", run: costRow("eddy", 128)},
+		{name: "cost-tasks-16-pertask", group: "cost", unit: "records", desc: "cost per task with a producer per task (Config.ProducerPerTask), 16 tasks", run: costRow("eddy", 16)},
+		{name: "cost-tasks-128-pertask", group: "cost", unit: "records", desc: "the same with a producer per task, 128 tasks", run: costRow("eddy", 128)},
 		{name: "cost-tasks-512", group: "cost", unit: "records", desc: "the same with 512 tasks", run: costRow("eddy", 512)},
 		{name: "ks-cost-tasks-16", group: "cost", unit: "records", desc: "cost per task: the same count topology in Kafka Streams 4.1.1 (exactly_once_v2, one stream thread, caching off, JVM defaults), 16 tasks", run: costRow("kstreams", 16)},
 		{name: "ks-cost-tasks-128", group: "cost", unit: "records", desc: "the same in Kafka Streams, 128 tasks", run: costRow("kstreams", 128)},
@@ -217,6 +221,7 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 			Row: r.name, Input: in.Topic, Output: out, Group: id, Partitions: int32(e.o.partitions),
 			CommitInterval: interval, Topology: topo, ExactlyOnce: eos, StateDir: e.stateDir(id),
 		}
+		spec.Tune.PerTask = strings.HasSuffix(r.name, "-pertask")
 		if topo == "wordcount-dsl-nocache" {
 			spec.Topology, spec.NoCaching = "wordcount-dsl", true
 		}
