@@ -147,6 +147,7 @@ func (w *worker) session(ctx context.Context) error {
 		if err := transition(&t.state, t.id, taskRunning); err != nil {
 			return err
 		}
+		t.logger.Debug("task running")
 	}
 	w.lastCommit = time.Now()
 	return w.loop(ctx)
