@@ -1,16 +1,31 @@
 package kstreams
 
 import (
+	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Topologies are the names the oracle knows.
+// Topologies are the names the oracle knows, but for the windowed ones.
 var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7"}
+
+// WindowTopologies are the windowed topologies: T8 time windows, T9 sliding windows,
+// T10 session windows. Their outputs include the stores' changelog topics, compared
+// compacted (see CompactChangelog).
+var WindowTopologies = []string{"T8", "T9", "T10"}
+
+// ChangelogTopic is the changelog of store in topology as the oracle's driver names it
+// (application id "oracle-<topology>"); RunTopologyTest gives eddy's driver that
+// application id too.
+func ChangelogTopic(topology, store string) string {
+	return "oracle-" + topology + "-" + store + "-changelog"
+}
 
 // Outputs are the output topics of each topology, as the oracle lists them.
 var Outputs = map[string][]string{
@@ -21,6 +36,10 @@ var Outputs = map[string][]string{
 	"T5": {"fk-inner", "fk-left"},
 	"T6": {"region-sum", "region-count", "region-reduce"},
 	"T7": {"merged", "other"},
+	"T8": {"tumble-count", "hop-agg", "tumble-reduce",
+		ChangelogTopic("T8", "tumble-count"), ChangelogTopic("T8", "hop-agg"), ChangelogTopic("T8", "tumble-reduce")},
+	"T9":  {"slide-count", "slide-agg", ChangelogTopic("T9", "slide-count"), ChangelogTopic("T9", "slide-agg")},
+	"T10": {"session-count", "session-agg", ChangelogTopic("T10", "session-count"), ChangelogTopic("T10", "session-agg")},
 }
 
 // Base is the earliest input timestamp; inputs spread over the hour after it.
@@ -67,8 +86,11 @@ func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 		next = g.t6
 	case "T7":
 		next = g.t7
+	case "T8", "T9", "T10":
+		return g.windowed(map[string]string{"T8": "win-in", "T9": "slide-in", "T10": "sess-in"}[topology], n), nil
 	default:
-		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s)", topology, strings.Join(Topologies, ", "))
+		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s, %s)", topology,
+			strings.Join(Topologies, ", "), strings.Join(WindowTopologies, ", "))
 	}
 	out := make([]Record, n)
 	last := map[string][]byte{} // topic and key → the last value generated for them
@@ -212,4 +234,79 @@ func (g gen) t7() Record {
 	}
 	start := g.pick("a", "a", "b", "b", "A", "B", "c", "", "é", "ж")
 	return g.rec("events", key, ptr(start+g.pick("", "x", "lpha", "été", "жук", "ω", "東京", " z", "9")))
+}
+
+// windowed makes the input of the windowed topologies: three keys, values "v<n>" (one
+// in ten null), and event time that mostly moves forward by 0-3 s a record, with
+// records now and then behind it by up to 20 s (out of order, some within the grace
+// periods of 5 and 10 s, some after) and a few 60 s behind (late for every window),
+// some equal timestamps, and now and then a jump of a minute (windows close).
+func (g gen) windowed(topic string, n int) []Record {
+	out := make([]Record, n)
+	cursor := Base.Add(time.Duration(g.rng.IntN(30)) * time.Second)
+	for i := range out {
+		switch r := g.rng.IntN(40); {
+		case r == 0:
+			cursor = cursor.Add(time.Minute)
+		case r < 25:
+			cursor = cursor.Add(time.Duration(g.rng.IntN(4)) * time.Second)
+		}
+		ts := cursor
+		switch r := g.rng.IntN(10); {
+		case r < 2:
+			ts = cursor.Add(-time.Duration(g.rng.IntN(20_000)) * time.Millisecond)
+		case r == 2 && g.rng.IntN(3) == 0:
+			ts = cursor.Add(-time.Minute)
+		case r == 3:
+			ts = cursor.Add(time.Duration(g.rng.IntN(1000)) * time.Millisecond)
+		}
+		var v *string
+		if g.rng.IntN(10) != 0 {
+			v = ptr("v" + strconv.Itoa(i))
+		}
+		rec := g.rec(topic, g.pick("k1", "k2", "k3"), v)
+		rec.Timestamp = ts
+		out[i] = rec
+	}
+	return out
+}
+
+// timestampedChangelogs are the changelogs of timestamped window stores (the windowed
+// aggregations'). Kafka Streams' change-logging layer of such a store
+// (ChangeLoggingTimestampedWindowBytesStore) writes the plain value and puts the
+// aggregate's timestamp on the changelog record; eddy's stores log their bytes, 8 bytes of
+// timestamp then the value (the ValueAndTimestamp layout, as its key-value DSL stores
+// do). CompactChangelog moves eddy's timestamp to the record for the comparison.
+var timestampedChangelogs = map[string]bool{
+	ChangelogTopic("T8", "tumble-count"): true, ChangelogTopic("T8", "hop-agg"): true,
+	ChangelogTopic("T8", "tumble-reduce"): true,
+	ChangelogTopic("T9", "slide-count"):   true, ChangelogTopic("T9", "slide-agg"): true,
+}
+
+// CompactChangelog is what a changelog topic holds once compacted, the last record of
+// each key, in key order: the state a restore rebuilds. Changelogs are compared
+// compacted because the order of a commit's changelog records is free (Kafka Streams
+// logs each write as it happens, eddy each dirty key at the commit, in key order), and
+// so are the timestamps of all but a timestamped store's records (Kafka Streams' are the
+// input record's; eddy does not set them). eddy's records of a timestamped store
+// (fromEddy) have the timestamp moved out of the value onto the record, as Kafka Streams
+// writes them.
+func CompactChangelog(topic string, recs []Record, fromEddy bool) []Record {
+	last := map[string]Record{}
+	for _, r := range recs {
+		if timestampedChangelogs[topic] {
+			if fromEddy && len(r.Value) >= 8 {
+				r.Timestamp = time.UnixMilli(int64(binary.BigEndian.Uint64(r.Value))).UTC()
+				r.Value = r.Value[8:]
+			}
+		} else {
+			r.Timestamp = time.Time{}
+		}
+		last[string(r.Key)] = r
+	}
+	out := make([]Record, 0, len(last))
+	for _, k := range slices.Sorted(maps.Keys(last)) {
+		out = append(out, last[k])
+	}
+	return out
 }

@@ -51,8 +51,10 @@ func printable(b []byte) bool {
 
 // RunTopologyTest pipes input, in order, into a fresh topologytest driver running topo
 // and returns what each of outputs received, in order: eddy's side of a differential test.
-func RunTopologyTest(topo *topology.Topology, input []Record, outputs []string) (map[string][]Record, error) {
-	d, err := topologytest.New(topo, topologytest.Config{})
+// The driver's application id is appID ("" for topologytest's default); give it the
+// oracle's ("oracle-<topology>") to compare changelog topics.
+func RunTopologyTest(topo *topology.Topology, appID string, input []Record, outputs []string) (map[string][]Record, error) {
+	d, err := topologytest.New(topo, topologytest.Config{ApplicationID: appID})
 	if err != nil {
 		return nil, err
 	}
