@@ -210,9 +210,12 @@ func seq[K, V any](read func() ([]entry[K, V], error), backward bool) (iter.Seq2
 	}, func() error { return err }
 }
 
-// after is the smallest byte string greater than every string with prefix p: the
-// exclusive upper bound of the keys that start with p.
-func after(p []byte) []byte { return append(bytes.Clone(p), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff) }
+// after is an exclusive upper bound above p followed by any suffix of this package's
+// layouts: p then nine 0xff bytes sorts after p | seqnum (4 bytes) and after p | time
+// (8 bytes) for times that are not negative (window starts and session ends never are).
+func after(p []byte) []byte {
+	return append(bytes.Clone(p), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+}
 
 type windowStore[K, V any] struct {
 	base[K, V]
@@ -447,4 +450,3 @@ func (s *sessionStore[K, V]) All() (iter.Seq2[window.Windowed[K], V], func() err
 			func(_ []byte, end, _ int64) bool { return end >= live }, sessionWindow)
 	}, false)
 }
-
