@@ -20,13 +20,17 @@ func (o *Oracle) Compare(ctx context.Context, c Case, topo *topology.Topology) (
 		return "", fmt.Errorf("kstreams: unknown topology %q", name)
 	}
 	var oracleErr error
+	restartAt := -1
+	if c.RestartAt > 0 {
+		restartAt = c.RestartAt
+	}
 	differs := func(in []Record) string {
 		want, err := o.RunCase(ctx, Case{Topology: name, Input: in, Config: c.Config})
 		if err != nil {
 			oracleErr = err
 			return ""
 		}
-		got, err := RunTopologyTest(topo, "oracle-"+name, in, outputs)
+		got, err := RunTopologyTestRestart(topo, "oracle-"+name, in, outputs, min(restartAt, len(in)))
 		if err != nil {
 			return "eddy failed: " + err.Error() + "\n"
 		}
