@@ -98,7 +98,7 @@ func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 	case "T7":
 		next = g.t7
 	case "T8", "T9", "T10", "T11":
-		return g.windowed(map[string]string{"T8": "win-in", "T9": "slide-in", "T10": "sess-in", "T11": "sess-in"}[topology], n), nil
+		return g.windowed(map[string]string{"T8": "win-in", "T9": "slide-in", "T10": "sess-in", "T11": "sess-in"}[topology], n, Base), nil
 	default:
 		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s, %s)", topology,
 			strings.Join(Topologies, ", "), strings.Join(WindowTopologies, ", "))
@@ -252,9 +252,9 @@ func (g gen) t7() Record {
 // records now and then behind it by up to 20 s (out of order, some within the grace
 // periods of 5 and 10 s, some after) and a few 60 s behind (late for every window),
 // some equal timestamps, and now and then a jump of a minute (windows close).
-func (g gen) windowed(topic string, n int) []Record {
+func (g gen) windowed(topic string, n int, base time.Time) []Record {
 	out := make([]Record, n)
-	cursor := Base.Add(time.Duration(g.rng.IntN(30)) * time.Second)
+	cursor := base.Add(time.Duration(g.rng.IntN(30)) * time.Second)
 	for i := range out {
 		switch r := g.rng.IntN(40); {
 		case r == 0:
@@ -280,6 +280,26 @@ func (g gen) windowed(topic string, n int) []Record {
 		out[i] = rec
 	}
 	return out
+}
+
+// EarlyInputs are the input of a windowed topology (WindowTopologies) as Inputs makes
+// it, but starting at the Unix epoch: records before the first time difference of
+// sliding windows, which Kafka Streams puts into the window [0, difference]
+// (KStreamSlidingWindowAggregate.processEarly). Timestamps that would be negative are
+// 0 (Kafka has no negative record timestamps): more records at the epoch itself.
+func EarlyInputs(topology string, seed uint64, n int) ([]Record, error) {
+	topic, ok := map[string]string{"T8": "win-in", "T9": "slide-in", "T10": "sess-in", "T11": "sess-in"}[topology]
+	if !ok {
+		return nil, fmt.Errorf("kstreams: %q is not a windowed topology (%s)", topology, strings.Join(WindowTopologies, ", "))
+	}
+	g := gen{rng: rand.New(rand.NewPCG(seed, 0x6b73747265616d73))}
+	recs := g.windowed(topic, n, time.Unix(0, 0).UTC())
+	for i := range recs {
+		if recs[i].Timestamp.Before(time.Unix(0, 0)) {
+			recs[i].Timestamp = time.Unix(0, 0).UTC()
+		}
+	}
+	return recs, nil
 }
 
 // timestampedChangelogs are the changelogs of timestamped window stores (the windowed

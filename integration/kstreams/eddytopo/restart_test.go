@@ -71,3 +71,47 @@ func TestWindowsRestartMidWindow(t *testing.T) {
 		})
 	}
 }
+
+// Near the epoch: sliding windows put records before the first time difference into
+// [0, difference] (Kafka Streams' processEarly), and time windows never start before 0.
+// Both configurations, as in TestDifferentialAgainstKafkaStreams.
+func TestWindowsNearTheEpoch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	oracle, err := kstreams.Start(ctx, kstreams.Options{})
+	if err != nil {
+		t.Fatalf("the Kafka Streams oracle is needed and did not start: %v", err)
+	}
+	defer oracle.Close()
+	for _, name := range []string{"T8", "T9"} {
+		t.Run(name, func(t *testing.T) {
+			cached, err := eddytopo.Build(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uncached, err := eddytopo.Build(name, stream.NoCaching())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seed := uint64(1); seed <= kstreamsSeedCount(t); seed++ {
+				input, err := kstreams.EarlyInputs(name, seed, 120)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range []kstreams.Case{{Topology: name, Input: input}, {Topology: name, Input: input, Config: kstreamsNoCache}} {
+					topo := cached
+					if c.Config != nil {
+						topo = uncached
+					}
+					report, err := oracle.Compare(ctx, c, topo)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if report != "" {
+						t.Fatalf("seed %d: %s", seed, report)
+					}
+				}
+			}
+		})
+	}
+}
