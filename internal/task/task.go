@@ -372,6 +372,10 @@ func (t *Task) Flush() error {
 	return nil
 }
 
+// LateRecords is the number of records the task's windowed aggregations dropped as
+// late: the source of eddy_dropped_records_total{reason="late"}.
+func (t *Task) LateRecords() int64 { return t.times.LateCount() }
+
 // Caches is the task's record-cache registry (for tests and metrics).
 func (t *Task) Caches() *cache.Registry { return t.caches }
 
