@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/partition"
 	"github.com/eddy-streams/eddy/internal/serdes"
@@ -239,12 +240,12 @@ func (rt *runtime) queryGet(st *graph.Store, key []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.readCommitted(st.Name, func(b statestore.Backend) ([]byte, error) { return b.Get(st.Name, key) })
+	return t.readCommitted(st.Name, func(b kvstore.Backend) ([]byte, error) { return b.Get(st.Name, key) })
 }
 
 // readCommitted runs a read on a running task's backend, which holds exactly the
 // committed state.
-func (t *taskRunner) readCommitted(store string, read func(statestore.Backend) ([]byte, error)) ([]byte, error) {
+func (t *taskRunner) readCommitted(store string, read func(kvstore.Backend) ([]byte, error)) ([]byte, error) {
 	t.queryMu.RLock()
 	defer t.queryMu.RUnlock()
 	if taskState(t.state.Load()) != taskRunning || t.set == nil {
@@ -259,7 +260,7 @@ func (t *taskRunner) readCommitted(store string, read func(statestore.Backend) (
 
 // queryScan collects [from, to) of the store from every local task holding it, merged
 // in key order.
-func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]statestore.Entry, error) {
+func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]kvstore.Entry, error) {
 	sub := rt.storeSub(st.Name)
 	if sub == nil {
 		return nil, fmt.Errorf("eddy: %w: %q", statestore.ErrUnknownStore, st.Name)
@@ -273,16 +274,16 @@ func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]statestore.Ent
 			tasks = append(tasks, t)
 		}
 	}
-	var out []statestore.Entry
+	var out []kvstore.Entry
 	for _, t := range tasks {
-		_, err := t.readCommitted(st.Name, func(b statestore.Backend) ([]byte, error) {
+		_, err := t.readCommitted(st.Name, func(b kvstore.Backend) ([]byte, error) {
 			it, err := b.Iterate(st.Name, from, to)
 			if err != nil {
 				return nil, err
 			}
 			defer it.Close()
 			for it.Next() {
-				out = append(out, statestore.Entry{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
+				out = append(out, kvstore.Entry{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
 			}
 			return nil, it.Err()
 		})
@@ -290,6 +291,6 @@ func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]statestore.Ent
 			return nil, err
 		}
 	}
-	statestore.SortEntries(out)
+	kvstore.SortEntries(out)
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/topicspec"
 	"github.com/eddy-streams/eddy/topology"
 )
 
@@ -77,8 +78,8 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 // task; repartition topics sized as Kafka Streams sizes them (WithPartitions, else the
 // count of the sub-topology that reads them beside user topics, else that of the one
 // that writes them). It does no I/O.
-func planInternalTopics(topo *topology.Topology, appID string, counts map[string]int32) ([]changelog.TopicSpec, error) {
-	g := topo.Graph()
+func planInternalTopics(topo *topology.Topology, appID string, counts map[string]int32) ([]topicspec.Spec, error) {
+	g := graph.Of(topo)
 	// Topics joined by key (the DSL declares them) must be co-partitioned; the error
 	// names both topics. Internal topics of a group are sized below, so only the user
 	// topics are compared here.
@@ -95,7 +96,38 @@ func planInternalTopics(topo *topology.Topology, appID string, counts map[string
 			}
 		}
 	}
-	// Task counts from user source topics.
+	tasks, err := userTaskCounts(g, counts)
+	if err != nil {
+		return nil, err
+	}
+	repParts, err := sizeRepartitions(g, appID, tasks)
+	if err != nil {
+		return nil, err
+	}
+	var specs []topicspec.Spec
+	for _, s := range g.Subtopologies {
+		n, ok := tasks[s.ID]
+		if !ok {
+			return nil, fmt.Errorf("eddy: cannot tell the partition count of sub-topology %d: give its repartition topics WithPartitions", s.ID)
+		}
+		for _, st := range s.Stores {
+			if st.Logged {
+				specs = append(specs, topicspec.Changelog(appID, st.Name, n))
+			}
+		}
+		// The tasks' own record of the input offsets each transaction commits.
+		specs = append(specs, topicspec.Changelog(appID, names.OffsetsStore(s.ID), n))
+	}
+	for r, n := range repParts {
+		specs = append(specs, topicspec.Repartition(appID, r, n))
+	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	return specs, nil
+}
+
+// userTaskCounts returns the task count of every sub-topology that reads user topics:
+// their partition count, which must be the same for all of them.
+func userTaskCounts(g *graph.Graph, counts map[string]int32) (map[int]int32, error) {
 	tasks := map[int]int32{}
 	for _, s := range g.Subtopologies {
 		var first string
@@ -110,8 +142,15 @@ func planInternalTopics(topo *topology.Topology, appID string, counts map[string
 			}
 		}
 	}
-	// Repartition topics: explicit counts, else the count of the sub-topology reading
-	// them alongside user topics, else that of the sub-topology writing them.
+	return tasks, nil
+}
+
+// sizeRepartitions sizes the repartition topics as Kafka Streams' RepartitionTopics
+// does: explicit counts, else the count of the sub-topology reading them alongside user
+// topics, else that of the sub-topology writing them; it completes tasks with the
+// counts of sub-topologies that read only repartition topics, repeating until every
+// chain of repartitions is sized.
+func sizeRepartitions(g *graph.Graph, appID string, tasks map[int]int32) (map[string]int32, error) {
 	repParts := map[string]int32{}
 	writer := map[string]*graph.Subtopology{}
 	for _, s := range g.Subtopologies {
@@ -136,36 +175,20 @@ func planInternalTopics(topo *topology.Topology, appID string, counts map[string
 						}
 					}
 				}
-				if n, ok := repParts[r]; ok {
-					if cur, ok := tasks[s.ID]; !ok {
-						tasks[s.ID] = n
-					} else if cur != n {
-						return nil, fmt.Errorf("%w: sub-topology %d reads repartition topic %q with %d partitions but its other sources have %d",
-							ErrPartitionMismatch, s.ID, changelog.RepartitionTopicName(appID, r), n, cur)
-					}
+				n, ok := repParts[r]
+				if !ok {
+					continue
+				}
+				if cur, ok := tasks[s.ID]; !ok {
+					tasks[s.ID] = n
+				} else if cur != n {
+					return nil, fmt.Errorf("%w: sub-topology %d reads repartition topic %q with %d partitions but its other sources have %d",
+						ErrPartitionMismatch, s.ID, changelog.RepartitionTopicName(appID, r), n, cur)
 				}
 			}
 		}
 	}
-	var specs []changelog.TopicSpec
-	for _, s := range g.Subtopologies {
-		n, ok := tasks[s.ID]
-		if !ok {
-			return nil, fmt.Errorf("eddy: cannot tell the partition count of sub-topology %d: give its repartition topics WithPartitions", s.ID)
-		}
-		for _, st := range s.Stores {
-			if st.Logged {
-				specs = append(specs, changelog.ChangelogSpec(appID, st.Name, n))
-			}
-		}
-		// The tasks' own record of the input offsets each transaction commits.
-		specs = append(specs, changelog.ChangelogSpec(appID, names.OffsetsStore(s.ID), n))
-	}
-	for r, n := range repParts {
-		specs = append(specs, changelog.RepartitionSpec(appID, r, n))
-	}
-	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
-	return specs, nil
+	return repParts, nil
 }
 
 func keys[V any](m map[string]V) []string {
@@ -217,7 +240,7 @@ func (rt *runtime) describe(ctx context.Context, topics []string) (map[string]in
 }
 
 // ensureInternal creates the missing internal topics and checks the existing ones.
-func (rt *runtime) ensureInternal(ctx context.Context, specs []changelog.TopicSpec) error {
+func (rt *runtime) ensureInternal(ctx context.Context, specs []topicspec.Spec) error {
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name

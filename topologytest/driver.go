@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
@@ -114,7 +115,7 @@ type Driver struct {
 	queue    []Record              // records written to topics the topology reads, not processed yet
 	wall     time.Time
 	nextTime time.Time
-	sets     []*statestore.Set
+	sets     []*kvstore.Set
 	closed   bool
 	// tx is the open transaction of every task under CommitEvery > 1; nil when none.
 	tx *openTx
@@ -143,19 +144,19 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 		byTopic: map[string]*task.Task{}, topics: map[string][]Record{}, read: map[string]int{},
 		wall: cfg.StartTime, nextTime: cfg.StartTime,
 	}
-	g := topo.Graph()
+	g := graph.Of(topo)
 	for _, sub := range g.Subtopologies {
 		id := processor.TaskID{Subtopology: sub.ID, Partition: 0}
-		var backend statestore.Backend = statestore.NewMemoryBackend()
+		var backend kvstore.Backend = kvstore.NewMemoryBackend()
 		if cfg.StateDir != "" {
-			b, err := statestore.OpenBolt(filepath.Join(cfg.StateDir, cfg.ApplicationID, id.String()), statestore.BoltOptions{Logger: cfg.Logger})
+			b, err := kvstore.OpenBolt(filepath.Join(cfg.StateDir, cfg.ApplicationID, id.String()), kvstore.BoltOptions{Logger: cfg.Logger})
 			if err != nil {
 				d.Close()
 				return nil, err
 			}
 			backend = b
 		}
-		set := statestore.NewSet(backend)
+		set := kvstore.NewSet(backend)
 		d.sets = append(d.sets, set)
 		t, err := task.New(task.Config{
 			ID: id, ApplicationID: cfg.ApplicationID, Graph: g, Subtopology: sub,

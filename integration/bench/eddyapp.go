@@ -261,7 +261,7 @@ func runChangelogKread(ctx context.Context, spec *childSpec, reg metrics.Registr
 	defer client.Close()
 	fetch := spec.Tune.KreadFetch
 	if fetch <= 0 {
-		fetch = 32 << 20 // changelog.Restorer's default
+		fetch = 32 << 20 // restore.Restorer's default
 	}
 	var records, bytes atomic.Int64
 	var wg sync.WaitGroup

@@ -14,7 +14,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/topicspec"
 	"github.com/eddy-streams/eddy/kafkatest"
 )
 
@@ -268,7 +268,7 @@ func (e *env) appB() string { return e.o.prefix + "-restoretail" }
 // writeChangelog creates a store's changelog as eddy would (compacted, one partition
 // per task) and fills it with -changelog-keys keys in transactions of 5000 records.
 func (e *env) writeChangelog(ctx context.Context, app string, partitions int32, keys int) (*dataset, error) {
-	spec := changelog.ChangelogSpec(app, storeName, partitions)
+	spec := topicspec.Changelog(app, storeName, partitions)
 	if err := e.createTopic(ctx, spec.Name, partitions, spec.Configs); err != nil {
 		return nil, err
 	}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/integration/eos"
+	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/kafkatest"
-	"github.com/eddy-streams/eddy/txproducer"
 )
 
 // The test binary doubles as the instance program: the harness re-executes it with
@@ -374,7 +374,7 @@ func TestVerifierFindsDoctoredOutput(t *testing.T) {
 	})
 	t.Run("open transaction", func(t *testing.T) {
 		names := eos.NamesFor(prefix)
-		p, err := txproducer.New(ctx, txproducer.Config{
+		p, err := producer.New(ctx, producer.Config{
 			Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: prefix + "-doctor", TransactionTimeout: 5 * time.Minute,
 		})
 		if err != nil {

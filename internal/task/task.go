@@ -15,6 +15,7 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/cache"
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/partition"
 	"github.com/eddy-streams/eddy/internal/timestate"
@@ -61,11 +62,11 @@ type Config struct {
 	Subtopology   *graph.Subtopology
 	// Stores holds the task's stores; the task registers its sub-topology's stores in it.
 	// InMemory stores go to MemoryBackend (made when nil).
-	Stores        *statestore.Set
-	MemoryBackend statestore.Backend
+	Stores        *kvstore.Set
+	MemoryBackend kvstore.Backend
 	Collector     Collector
 	Logger        *slog.Logger
-	StoreMetrics  statestore.Metrics
+	StoreMetrics  kvstore.Metrics
 	// Now is the wall clock wall-clock punctuators are scheduled against; default
 	// time.Now. The test driver moves its own clock.
 	Now func() time.Time
@@ -142,11 +143,11 @@ func New(cfg Config) (*Task, error) {
 	})
 	for _, st := range cfg.Subtopology.Stores {
 		topic := names.ChangelogTopic(cfg.ApplicationID, st.Name)
-		var buf *statestore.Buffer
+		var buf *kvstore.Buffer
 		var err error
 		if st.InMemory {
 			if cfg.MemoryBackend == nil {
-				cfg.MemoryBackend = statestore.NewMemoryBackend()
+				cfg.MemoryBackend = kvstore.NewMemoryBackend()
 				t.cfg.MemoryBackend = cfg.MemoryBackend
 			}
 			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, cfg.MemoryBackend)
@@ -221,7 +222,7 @@ func topoOrder(g *graph.Graph, s *graph.Subtopology) ([]*graph.Node, error) {
 func (t *Task) ID() processor.TaskID { return t.cfg.ID }
 
 // Stores is the task's store set.
-func (t *Task) Stores() *statestore.Set { return t.cfg.Stores }
+func (t *Task) Stores() *kvstore.Set { return t.cfg.Stores }
 
 // ChangelogTopics maps each logged store of the task to its changelog topic.
 func (t *Task) ChangelogTopics() map[string]string {
