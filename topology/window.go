@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"reflect"
 	"strings"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/windowstore"
 	"github.com/eddy-streams/eddy/serde"
-	"github.com/eddy-streams/eddy/statestore"
 )
 
 // AddWindowStore adds a window store of (K, V) attached to the named processors, which
@@ -23,7 +23,7 @@ func AddWindowStore[K, V any](b *Builder, name string, keys serde.Serde[K], valu
 		b.fail("window store %q: the window size (%v) and retention (%v) must be at least 1 ms", name, size, retention)
 	}
 	return b.addTimeStore(name, "window", keys, values, reflect.TypeFor[K](), reflect.TypeFor[V](), processors,
-		func(buf *statestore.Buffer, topic string, _ statestore.Metrics) any {
+		func(buf *kvstore.Buffer, topic string, _ kvstore.Metrics) any {
 			return windowstore.NewWindowStore(buf, topic, keys, values, size, retention)
 		})
 }
@@ -37,7 +37,7 @@ func AddSessionStore[K, V any](b *Builder, name string, keys serde.Serde[K], val
 		b.fail("session store %q: the retention (%v) must be at least 1 ms", name, retention)
 	}
 	return b.addTimeStore(name, "session", keys, values, reflect.TypeFor[K](), reflect.TypeFor[V](), processors,
-		func(buf *statestore.Buffer, topic string, _ statestore.Metrics) any {
+		func(buf *kvstore.Buffer, topic string, _ kvstore.Metrics) any {
 			return windowstore.NewSessionStore(buf, topic, keys, values, retention)
 		})
 }
@@ -45,7 +45,7 @@ func AddSessionStore[K, V any](b *Builder, name string, keys serde.Serde[K], val
 // addTimeStore registers a window or session store. Interactive queries of such stores
 // (eddy.Query, the HTTP handler) are not there yet: they answer with an error naming the
 // kind of store.
-func (b *Builder) addTimeStore(name, kind string, keys, values any, kt, vt reflect.Type, processors []string, newTyped func(*statestore.Buffer, string, statestore.Metrics) any) *StoreNode {
+func (b *Builder) addTimeStore(name, kind string, keys, values any, kt, vt reflect.Type, processors []string, newTyped func(*kvstore.Buffer, string, kvstore.Metrics) any) *StoreNode {
 	for _, s := range b.stores {
 		if s.Name == name {
 			b.fail("duplicate store name %q", name)

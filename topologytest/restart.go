@@ -3,6 +3,8 @@ package topologytest
 import (
 	"errors"
 	"fmt"
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"path/filepath"
 	"time"
 
@@ -42,7 +44,7 @@ func (d *Driver) Restart() error {
 		return fmt.Errorf("topologytest: restart: closing: %w", err)
 	}
 	d.tasks, d.sets, d.byTopic = nil, nil, map[string]*task.Task{}
-	g := d.topo.Graph()
+	g := graph.Of(d.topo)
 	for _, sub := range g.Subtopologies {
 		id := processor.TaskID{Subtopology: sub.ID, Partition: 0}
 		backend, err := d.openBackend(id)
@@ -60,7 +62,7 @@ func (d *Driver) Restart() error {
 				return err
 			}
 		}
-		set := statestore.NewSet(backend)
+		set := kvstore.NewSet(backend)
 		d.sets = append(d.sets, set)
 		t, err := task.New(task.Config{
 			ID: id, ApplicationID: d.cfg.ApplicationID, Graph: g, Subtopology: sub,
@@ -87,7 +89,7 @@ func (d *Driver) Restart() error {
 }
 
 // restore replays store's changelog after the backend's checkpoint into the backend.
-func (d *Driver) restore(backend statestore.Backend, store string) error {
+func (d *Driver) restore(backend kvstore.Backend, store string) error {
 	from, ok, err := backend.Checkpoint(store)
 	if err != nil {
 		return fmt.Errorf("topologytest: restore %q: %w", store, err)
@@ -99,11 +101,11 @@ func (d *Driver) restore(backend statestore.Backend, store string) error {
 	if from >= int64(len(log)) {
 		return nil
 	}
-	entries := make([]statestore.Entry, 0, len(log)-int(from))
+	entries := make([]kvstore.Entry, 0, len(log)-int(from))
 	for _, r := range log[from:] {
-		entries = append(entries, statestore.Entry{Key: r.Key, Value: r.Value})
+		entries = append(entries, kvstore.Entry{Key: r.Key, Value: r.Value})
 	}
-	if err := backend.Write(statestore.RestoreBatch(store, entries, int64(len(log)))); err != nil {
+	if err := backend.Write(kvstore.RestoreBatch(store, entries, int64(len(log)))); err != nil {
 		return fmt.Errorf("topologytest: restore %q: %w", store, err)
 	}
 	return nil
@@ -111,9 +113,9 @@ func (d *Driver) restore(backend statestore.Backend, store string) error {
 
 // openBackend opens the stores of task id as New does: in memory, or the task's bbolt
 // file under Config.StateDir.
-func (d *Driver) openBackend(id processor.TaskID) (statestore.Backend, error) {
+func (d *Driver) openBackend(id processor.TaskID) (kvstore.Backend, error) {
 	if d.cfg.StateDir == "" {
-		return statestore.NewMemoryBackend(), nil
+		return kvstore.NewMemoryBackend(), nil
 	}
-	return statestore.OpenBolt(filepath.Join(d.cfg.StateDir, d.cfg.ApplicationID, id.String()), statestore.BoltOptions{Logger: d.cfg.Logger})
+	return kvstore.OpenBolt(filepath.Join(d.cfg.StateDir, d.cfg.ApplicationID, id.String()), kvstore.BoltOptions{Logger: d.cfg.Logger})
 }

@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"iter"
 	"slices"
 	"time"
@@ -42,7 +43,7 @@ type Bytes interface {
 	Name() string
 	Get(key []byte) ([]byte, error)
 	Put(key, value []byte)
-	Iterate(from, to []byte) (statestore.BytesIterator, error)
+	Iterate(from, to []byte) (kvstore.BytesIterator, error)
 	// OnCommitEnd registers a function the engine calls when the open commit ends:
 	// committed (flushed) or discarded (the transaction aborted).
 	OnCommitEnd(fn func(committed bool))

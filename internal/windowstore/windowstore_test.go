@@ -3,6 +3,7 @@ package windowstore_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"iter"
 	"slices"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	"github.com/eddy-streams/eddy/internal/windowkey"
 	"github.com/eddy-streams/eddy/internal/windowstore"
 	"github.com/eddy-streams/eddy/serde"
-	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/window"
 )
 
@@ -26,9 +26,9 @@ func (r *recorder) WriteChange(_ string, key, value []byte) error {
 
 func ms(n int64) time.Time { return window.Millis(n) }
 
-func newSet(t *testing.T, be statestore.Backend, name string) (*statestore.Set, *statestore.Buffer) {
+func newSet(t *testing.T, be kvstore.Backend, name string) (*kvstore.Set, *kvstore.Buffer) {
 	t.Helper()
-	set := statestore.NewSet(be)
+	set := kvstore.NewSet(be)
 	buf, err := set.Register(name, true)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func newSet(t *testing.T, be statestore.Backend, name string) (*statestore.Set, 
 }
 
 // commit logs the set's changes and flushes it, as a task's commit does.
-func commit(t *testing.T, set *statestore.Set) []change {
+func commit(t *testing.T, set *kvstore.Set) []change {
 	t.Helper()
 	var r recorder
 	if err := set.LogChanges(&r); err != nil {
@@ -62,7 +62,7 @@ func collect[K, V any](seq iter.Seq2[window.Windowed[K], V], errf func() error) 
 }
 
 func TestWindowStoreFetch(t *testing.T) {
-	set, buf := newSet(t, statestore.NewMemoryBackend(), "w")
+	set, buf := newSet(t, kvstore.NewMemoryBackend(), "w")
 	ws := windowstore.NewWindowStore(buf, "w-changelog", serde.String(), serde.String(), 10*time.Millisecond, time.Hour)
 	for _, p := range []struct {
 		k     string
@@ -107,7 +107,7 @@ func TestWindowStoreFetch(t *testing.T) {
 // nor returned; the observed time survives a reopen (found in the data) and returns to
 // its committed value when a transaction aborts.
 func TestWindowStoreRetention(t *testing.T) {
-	be := statestore.NewMemoryBackend()
+	be := kvstore.NewMemoryBackend()
 	set, buf := newSet(t, be, "w")
 	ws := windowstore.NewWindowStore(buf, "t", serde.String(), serde.String(), 10*time.Millisecond, 50*time.Millisecond)
 	must := func(err error) {
@@ -150,7 +150,7 @@ func TestWindowStoreRetention(t *testing.T) {
 }
 
 func TestSessionStore(t *testing.T) {
-	be := statestore.NewMemoryBackend()
+	be := kvstore.NewMemoryBackend()
 	set, buf := newSet(t, be, "s")
 	ss := windowstore.NewSessionStore(buf, "t", serde.String(), serde.Int64(), 100*time.Millisecond)
 	sess := func(k string, start, end int64) window.Windowed[string] {
