@@ -39,7 +39,7 @@ func (u windowUser) Init(ctx processor.Context[string, string]) error {
 	return nil
 }
 func (windowUser) Process(processor.Record[string, string]) error { return nil }
-func (windowUser) Close() error                                  { return nil }
+func (windowUser) Close() error                                   { return nil }
 
 func TestWindowStoreTypesChecked(t *testing.T) {
 	var err error
