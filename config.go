@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,8 +88,15 @@ type Config struct {
 	// time-based retention could delete them before they are read.
 	RepartitionPurgeInterval time.Duration
 	// ReplicationFactor of the internal topics eddy creates; default -1 (the broker's
-	// default.replication.factor).
+	// default.replication.factor, which is 1 unless the cluster sets it). On a
+	// production cluster use 3 (docs/operations.md, "Production cluster").
 	ReplicationFactor int16
+	// InternalTopicConfigs are topic configs for the internal topics eddy creates
+	// (changelogs, repartition topics), like Kafka Streams' "topic."-prefixed settings:
+	// e.g. {"min.insync.replicas": "2"} where the broker's default is lower. The configs
+	// eddy's correctness depends on (cleanup.policy, retention.ms, retention.bytes)
+	// cannot be set here. Topics that exist already are not changed.
+	InternalTopicConfigs map[string]string
 	// OnBadRecord: what to do with a record that cannot be deserialized; default
 	// FailOnBadRecord. DeadLetterTopic must exist when DeadLetterBadRecord is chosen.
 	OnBadRecord     BadRecordPolicy
@@ -142,6 +150,10 @@ type Config struct {
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("eddy: bad config")
 
+// reservedTopicConfigs are the internal topics' configs eddy sets itself
+// (changelog.ChangelogSpec, changelog.RepartitionSpec).
+var reservedTopicConfigs = []string{"cleanup.policy", "retention.ms", "retention.bytes"}
+
 var appIDPattern = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
 func configErr(setting, format string, args ...any) error {
@@ -170,6 +182,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ReplicationFactor < -1 {
 		return c, configErr("ReplicationFactor", "%d: want -1 (broker default) or a positive count", c.ReplicationFactor)
+	}
+	for k := range c.InternalTopicConfigs {
+		if slices.Contains(reservedTopicConfigs, k) {
+			return c, configErr("InternalTopicConfigs", "%q is eddy's to set (changelogs are compacted and kept, repartition topics purged by eddy); remove it", k)
+		}
 	}
 	switch c.OnBadRecord {
 	case FailOnBadRecord, SkipBadRecord:

@@ -26,8 +26,10 @@ import (
 func TestZombieCommitsNothing(t *testing.T) { forEachProducerModel(t, testZombie) }
 
 func testZombie(t *testing.T, perTask bool) {
-	b := kafkatest.Start(t)
-	c := kafkatest.Connect(t, "embedded", b.Addrs())
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) { testZombieOn(t, c, perTask) })
+}
+
+func testZombieOn(t *testing.T, c *kafkatest.Cluster, perTask bool) {
 	e := newWordCount(t, c, 4)
 	e.produce(t, 200)
 	config := func() eddy.Config {

@@ -150,6 +150,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		h.rt.logger.Warn("claim of an unknown task; ignoring its records", "topic", claim.Topic(), "partition", claim.Partition())
 	} else {
 		t.claim(claim.Topic(), claim.InitialOffset(), claim.HighWaterMarkOffset)
+		h.rt.applyOffsetReset(t, claim.Topic(), claim.Partition(), claim.InitialOffset())
 	}
 	done := sess.Context().Done()
 	h.rt.mu.Lock()

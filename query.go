@@ -121,6 +121,9 @@ func (q *QueryableStore[K, V]) Owner(key K) (owner string, local bool, err error
 	if err != nil {
 		return "", false, err
 	}
+	if q.store.Global {
+		return rt.cfg.AdvertisedAddr, true, nil // every instance holds every key
+	}
 	if _, _, err := rt.locate(q.store, kb); err != nil {
 		var nl *NotLocalError
 		if errors.As(err, &nl) {
@@ -236,6 +239,9 @@ func (rt *runtime) locate(st *graph.Store, key []byte) (*taskRunner, string, err
 
 // queryGet reads a committed value of a local task's store.
 func (rt *runtime) queryGet(st *graph.Store, key []byte) ([]byte, error) {
+	if st.Global {
+		return rt.queryGlobal(st, func(b kvstore.Backend) ([]byte, error) { return b.Get(st.Name, key) })
+	}
 	t, _, err := rt.locate(st, key)
 	if err != nil {
 		return nil, err
@@ -261,6 +267,13 @@ func (t *taskRunner) readCommitted(store string, read func(kvstore.Backend) ([]b
 // queryScan collects [from, to) of the store from every local task holding it, merged
 // in key order.
 func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]kvstore.Entry, error) {
+	if st.Global {
+		var out []kvstore.Entry
+		_, err := rt.queryGlobal(st, func(b kvstore.Backend) ([]byte, error) {
+			return nil, scanBackend(b, st.Name, from, to, &out)
+		})
+		return out, err
+	}
 	sub := rt.storeSub(st.Name)
 	if sub == nil {
 		return nil, fmt.Errorf("eddy: %w: %q", statestore.ErrUnknownStore, st.Name)
@@ -277,15 +290,7 @@ func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]kvstore.Entry,
 	var out []kvstore.Entry
 	for _, t := range tasks {
 		_, err := t.readCommitted(st.Name, func(b kvstore.Backend) ([]byte, error) {
-			it, err := b.Iterate(st.Name, from, to)
-			if err != nil {
-				return nil, err
-			}
-			defer it.Close()
-			for it.Next() {
-				out = append(out, kvstore.Entry{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
-			}
-			return nil, it.Err()
+			return nil, scanBackend(b, st.Name, from, to, &out)
 		})
 		if err != nil {
 			return nil, err
@@ -293,4 +298,17 @@ func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]kvstore.Entry,
 	}
 	kvstore.SortEntries(out)
 	return out, nil
+}
+
+// scanBackend appends [from, to) of a store in b to out.
+func scanBackend(b kvstore.Backend, store string, from, to []byte, out *[]kvstore.Entry) error {
+	it, err := b.Iterate(store, from, to)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.Next() {
+		*out = append(*out, kvstore.Entry{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
+	}
+	return it.Err()
 }

@@ -47,8 +47,12 @@ type runtime struct {
 
 	topics     []string                      // the group's subscription: every source topic
 	topicToSub map[string]*graph.Subtopology // resolved source topic → sub-topology
+	latest     map[string]bool               // user topics read from the latest offset (offsetreset.go)
 	partsMu    sync.Mutex
 	partitions map[string]int32 // partition counts of output topics
+
+	// global keeps the global stores (globaltable.go); nil without any.
+	global *globalState
 
 	// registry alone holds the task set, the generation and the task owners.
 	registry *taskRegistry
@@ -81,6 +85,7 @@ func newRuntime(a *App) (*runtime, error) {
 		topicToSub: map[string]*graph.Subtopology{},
 		partitions: map[string]int32{},
 		registry:   newTaskRegistry(),
+		latest:     latestTopics(a.g),
 		appDir:     filepath.Join(cfg.StateDir, cfg.ApplicationID),
 	}
 	for _, s := range a.g.Subtopologies {
@@ -93,22 +98,18 @@ func newRuntime(a *App) (*runtime, error) {
 	if err := rt.lockStateDir(); err != nil {
 		return nil, err
 	}
-	if cfg.Metrics != nil {
-		reg := prometheus.WrapRegistererWith(prometheus.Labels{"application_id": cfg.ApplicationID}, cfg.Metrics)
-		m, err := metrics.New(reg, rt.snapshot)
-		if err != nil {
-			rt.unlockStateDir()
-			return nil, fmt.Errorf("eddy: register metrics: %w", err)
-		}
-		rt.metrics = m
+	if err := rt.openGlobal(); err != nil {
+		rt.unlockStateDir()
+		return nil, err
 	}
-	rt.assignor = newAssignor(a.g, cfg.ApplicationID)
-	rt.assignor.host = cfg.AdvertisedAddr
-	rt.assignor.onAssign = rt.onAssignment
-	rt.assignor.localState = rt.localState
-	rt.assignor.logf = func(msg string, args ...any) { rt.logger.Warn(msg, args...) }
-	rt.sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{rt.assignor}
+	if err := rt.registerMetrics(); err != nil {
+		rt.closeGlobal()
+		rt.unlockStateDir()
+		return nil, err
+	}
+	rt.useAssignor()
 	if err := rt.connect(); err != nil {
+		rt.closeGlobal()
 		rt.unlockStateDir()
 		return nil, err
 	}
@@ -130,6 +131,30 @@ func newRuntime(a *App) (*runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// useAssignor makes eddy's assignor the group's strategy, wired to the runtime.
+func (rt *runtime) useAssignor() {
+	rt.assignor = newAssignor(rt.g, rt.cfg.ApplicationID)
+	rt.assignor.host = rt.cfg.AdvertisedAddr
+	rt.assignor.onAssign = rt.onAssignment
+	rt.assignor.localState = rt.localState
+	rt.assignor.logf = func(msg string, args ...any) { rt.logger.Warn(msg, args...) }
+	rt.sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{rt.assignor}
+}
+
+// registerMetrics registers the runtime's metrics with Config.Metrics, if set.
+func (rt *runtime) registerMetrics() error {
+	if rt.cfg.Metrics == nil {
+		return nil
+	}
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"application_id": rt.cfg.ApplicationID}, rt.cfg.Metrics)
+	m, err := metrics.New(reg, rt.snapshot)
+	if err != nil {
+		return fmt.Errorf("eddy: register metrics: %w", err)
+	}
+	rt.metrics = m
+	return nil
 }
 
 // connect makes the runtime's clients: one for the group, metadata and offsets (and the
@@ -158,6 +183,7 @@ func (rt *runtime) close() {
 	for _, w := range rt.workers {
 		w.close()
 	}
+	rt.closeGlobal()
 	_ = rt.admin.Close() // closes the client too
 	_ = rt.restoreC.Close()
 	rt.unlockStateDir()
@@ -186,6 +212,15 @@ func (rt *runtime) run(parent context.Context) error {
 		return rt.fatalErr
 	}
 
+	// Global stores first: tasks start with them up to date (Kafka Streams bootstraps
+	// global state before its stream threads start).
+	if err := rt.startGlobal(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer rt.stopGlobal()
 	group, err := sarama.NewConsumerGroupFromClient(rt.cfg.ApplicationID, rt.client)
 	if err != nil {
 		return fmt.Errorf("eddy: consumer group: %w", err)

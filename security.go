@@ -6,7 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -220,6 +223,57 @@ func (t *TLS) config() (*tls.Config, error) {
 	return tc, nil
 }
 
+// certificateAlerts are the TLS alerts (as crypto/tls names them) a broker sends when
+// it refuses the client's certificate in the handshake.
+var certificateAlerts = []string{
+	"bad certificate", "unsupported certificate", "revoked certificate", "expired certificate",
+	"unknown certificate", "unknown certificate authority", "certificate required",
+}
+
+// certificateAlert returns the alert when err is a broker's TLS alert refusing the
+// client's certificate ("" otherwise). crypto/tls reports a received alert as a
+// *net.OpError with Op "remote error" and an unexported error type, so the alert is
+// told by its text.
+func certificateAlert(err error) string {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return ""
+	}
+	alert := strings.TrimPrefix(op.Err.Error(), "tls: ")
+	if slices.Contains(certificateAlerts, alert) {
+		return alert
+	}
+	return ""
+}
+
+// explainCertificateAlert says what a broker's refusal of the client's certificate
+// (alert) means for this configuration. The broker gives no reason beyond the alert
+// (Kafka's JSSE answers "unknown certificate" even for an expired one), so the
+// certificate is checked here for what can be told without the broker's trust store.
+func (t *TLS) explainCertificateAlert(alert string) string {
+	lead := fmt.Sprintf("the broker refused the client certificate in the TLS handshake (%s)", alert)
+	if t == nil {
+		return lead + ": it requires one (ssl.client.auth=required): set Security.TLS.CertFile and KeyFile"
+	}
+	tc, err := t.config()
+	if err != nil || len(tc.Certificates) == 0 {
+		return lead + ": it requires one (ssl.client.auth=required): set Security.TLS.CertFile and KeyFile"
+	}
+	cert, err := x509.ParseCertificate(tc.Certificates[0].Certificate[0])
+	if err != nil {
+		return lead
+	}
+	now := time.Now()
+	switch {
+	case now.After(cert.NotAfter):
+		return fmt.Sprintf("%s: the certificate %s expired at %s; renew it", lead, cert.Subject, cert.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(cert.NotBefore):
+		return fmt.Sprintf("%s: the certificate %s is valid only from %s (check the clocks)", lead, cert.Subject, cert.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("%s: the certificate %s (issued by %s, valid until %s) is in date: check that the broker trusts the CA that signed it (ssl.truststore) and that it allows client authentication (extended key usage)",
+		lead, cert.Subject, cert.Issuer, cert.NotAfter.UTC().Format(time.RFC3339))
+}
+
 // tokenProvider adapts a TokenSource to sarama.
 type tokenProvider func(ctx context.Context) (string, error)
 
@@ -278,6 +332,8 @@ func (c Config) explainRefusal(err error) error {
 		need = "the principal needs an operation on the cluster: CREATE (or CREATE on the topics with the application's prefix) to create internal topics, IDEMPOTENT_WRITE on brokers before Kafka 3.0"
 	case errors.Is(err, sarama.ErrSASLAuthenticationFailed):
 		need = "the broker refused the credentials: check Security.SASL (mechanism, username, password or token)"
+	case certificateAlert(err) != "":
+		need = c.Security.TLS.explainCertificateAlert(certificateAlert(err))
 	default:
 		return err
 	}

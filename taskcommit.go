@@ -14,6 +14,12 @@ func (t *taskRunner) prepareWrites(ctx context.Context) error {
 			return err
 		}
 	}
+	t.logged = t.logged[:0]
+	for _, name := range t.set.Names() {
+		if buf := t.set.Buffer(name); buf.Logged() && buf.Dirty() > 0 {
+			t.logged = append(t.logged, name)
+		}
+	}
 	return t.set.LogChanges(changelogWriter{t: t, ctx: ctx})
 }
 
@@ -50,13 +56,21 @@ func (t *taskRunner) writeOffsetsRecord(ctx context.Context) error {
 // their buffers with the changelogs' new checkpoints, the committed offsets advance, the
 // engine's time state is committed and the kept input let go.
 func (t *taskRunner) postCommit() error {
+	flushBegan, dirty := time.Now(), t.set.Dirty()
+	if dirty == 0 && len(t.logged) == 0 {
+		t.committedWork() // nothing to write: no store file transaction, no fsync
+		return nil
+	}
+	// A store's checkpoint moves only when this transaction wrote its changelog: the
+	// producer's offsets of earlier transactions (a worker's producer outlives a task's
+	// stay on this instance) say nothing about what the changelog holds now.
 	checkpoints := map[string]int64{}
-	for store, topic := range t.changelogs {
-		if off, ok := t.txn.checkpoint(topic, t.id.Partition); ok {
+	for _, store := range t.logged {
+		if off, ok := t.txn.checkpoint(t.changelogs[store], t.id.Partition); ok {
 			checkpoints[store] = off
 		}
 	}
-	flushBegan, dirty := time.Now(), t.set.Dirty()
+	t.logged = t.logged[:0]
 	// A bbolt write holds a page buffer per page it rewrites (random keys rewrite most
 	// of a store) and is CPU-bound: many tasks flushing at once are no faster than a few,
 	// and hold all their buffers together (32 tasks: +100 MB).
@@ -83,7 +97,6 @@ func (t *taskRunner) committedWork() {
 		t.committed.advance(topic, off)
 	}
 	t.eng.Committed()
-	t.txn.nonce = 0
 	t.work.done()
 }
 

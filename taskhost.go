@@ -13,6 +13,7 @@ import (
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/internal/restore"
@@ -40,6 +41,8 @@ type taskHost interface {
 	restoreSlot(ctx context.Context) (release func(), err error)
 	// restorer returns a restorer of changelogs into stores, for the task to adjust.
 	restorer() restore.Restorer
+	// globalBackend returns the backend of the global stores (nil: none).
+	globalBackend() kvstore.Backend
 	// deleteRecords deletes the records of a partition below an offset.
 	deleteRecords(topic string, partition int32, below int64) error
 }

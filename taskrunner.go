@@ -58,6 +58,7 @@ type taskRunner struct {
 	set           *kvstore.Set
 	initDone      bool
 	changelogs    map[string]string // store → changelog topic
+	logged        []string          // the stores whose changelog the open commit writes
 	sess          sarama.ConsumerGroupSession
 	partCounts    map[string]int32 // partition counts of output topics
 	purgeTopics   []string         // the repartition topics the task reads

@@ -61,6 +61,9 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 	if err := rt.ensureInternal(ctx, specs); err != nil {
 		return err
 	}
+	if err := rt.checkTopicAccess(topicAccessNeeded(rt.g, rt.cfg, specs)); err != nil {
+		return err
+	}
 	rt.partsMu.Lock()
 	for t, n := range counts {
 		rt.partitions[t] = n
@@ -71,6 +74,30 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 	rt.partsMu.Unlock()
 	return nil
 }
+
+// refreshCreated refreshes the client's metadata of topics just created, waiting (up
+// to createdTopicsTimeout) while the broker asked answers that it does not know them:
+// on a cluster of several brokers it can learn of a topic after the controller reported
+// it created (three-node Kafka 4.1.1, under load: an instance stopped with "<app>-sum-
+// changelog: Request was for a topic or partition that does not exist on this broker",
+// sarama's own retries, 3 at 250 ms, having passed).
+func refreshCreated(ctx context.Context, client sarama.Client, topics []string) error {
+	deadline := time.Now().Add(createdTopicsTimeout)
+	for {
+		err := client.RefreshMetadata(topics...)
+		if err == nil || !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// createdTopicsTimeout bounds refreshCreated.
+const createdTopicsTimeout = 30 * time.Second
 
 // planInternalTopics checks the partition counts of a topology's user topics (counts,
 // as the cluster has them) and plans its internal topics, sorted by name: a changelog
@@ -239,6 +266,20 @@ func (rt *runtime) describe(ctx context.Context, topics []string) (map[string]in
 	return nil, fmt.Errorf("eddy: describe topics %v: %w", topics, lastErr)
 }
 
+// internalTopicDetail is how an internal topic is created: its spec's partitions and
+// configs, the configured replication factor, and Config.InternalTopicConfigs (which
+// cannot name the spec's own configs: withDefaults refuses them).
+func internalTopicDetail(s topicspec.Spec, cfg Config) *sarama.TopicDetail {
+	entries := map[string]*string{}
+	for k, v := range cfg.InternalTopicConfigs {
+		entries[k] = &v
+	}
+	for k, v := range s.Configs {
+		entries[k] = &v
+	}
+	return &sarama.TopicDetail{NumPartitions: s.Partitions, ReplicationFactor: cfg.ReplicationFactor, ConfigEntries: entries}
+}
+
 // ensureInternal creates the missing internal topics and checks the existing ones.
 func (rt *runtime) ensureInternal(ctx context.Context, specs []topicspec.Spec) error {
 	names := make([]string, len(specs))
@@ -258,11 +299,7 @@ func (rt *runtime) ensureInternal(ctx context.Context, specs []topicspec.Spec) e
 			}
 			continue
 		}
-		entries := map[string]*string{}
-		for k, v := range s.Configs {
-			entries[k] = &v
-		}
-		err := rt.admin.CreateTopic(s.Name, &sarama.TopicDetail{NumPartitions: s.Partitions, ReplicationFactor: rt.cfg.ReplicationFactor, ConfigEntries: entries}, false)
+		err := rt.admin.CreateTopic(s.Name, internalTopicDetail(s, rt.cfg), false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 			return fmt.Errorf("eddy: create internal topic %q: %w", s.Name, err)
 		}
@@ -285,7 +322,7 @@ func (rt *runtime) ensureInternal(ctx context.Context, specs []topicspec.Spec) e
 					return fmt.Errorf("%w: internal topic %q has %d partitions, want %d", ErrPartitionMismatch, s.Name, n, s.Partitions)
 				}
 			}
-			return rt.client.RefreshMetadata(created...)
+			return refreshCreated(ctx, rt.client, created)
 		}
 		if attempt > 40 {
 			return fmt.Errorf("eddy: internal topics %v still not visible after creation", created)

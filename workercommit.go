@@ -2,7 +2,9 @@ package eddy
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/backoff"
@@ -59,10 +61,8 @@ func (w *worker) commit(ctx context.Context) error {
 	if err := w.txn.commit(ctx, offsets); err != nil {
 		return err
 	}
-	for _, t := range w.tasks {
-		if err := t.postCommit(); err != nil {
-			return err
-		}
+	if err := w.postCommit(); err != nil {
+		return err
 	}
 	w.txn.nonce = 0
 	w.lastCommit = time.Now()
@@ -72,6 +72,23 @@ func (w *worker) commit(ctx context.Context) error {
 	}
 	w.logger.Debug("committed", "tasks", len(parts), "offsets", offsets, "took", time.Since(began))
 	return nil
+}
+
+// postCommit finishes every task's part of the committed transaction; the tasks that
+// write their store files do it in parallel (each write is a bbolt transaction and an
+// fsync; the runtime's flush slots bound how many run at once).
+func (w *worker) postCommit() error {
+	errs := make([]error, len(w.tasks))
+	var wg sync.WaitGroup
+	for i, t := range w.tasks {
+		if t.set.Dirty() == 0 && len(t.logged) == 0 {
+			errs[i] = t.postCommit()
+			continue
+		}
+		wg.Go(func() { errs[i] = t.postCommit() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // participants returns the tasks whose work the open transaction carries (input

@@ -13,7 +13,19 @@ import (
 func streamTableJoin[K, V, VT, VR any](s Stream[K, V], t Table[K, VT], prefix string, left bool, joiner func(V, *VT) VR, opts []Option) Stream[K, VR] {
 	b := s.b
 	if s.keyChanged {
-		b.fail("join of stream %q with table %q: the stream's key may have changed upstream (%s), so it may not be partitioned like the table: call Repartition on it first", s.node, t.t.node, "selectKey, map, flatMap or process")
+		// As Kafka Streams (KStreamImpl.doStreamTableJoin → repartitionForJoin): the
+		// stream goes through <app>-<node>-join-repartition first, so its records meet the
+		// table's in the task of their new key, with the serdes known upstream.
+		keys, _ := serdeOf[K](s.keys).(serde.Serde[K])
+		if keys == nil {
+			keys = t.t.keys
+		}
+		values, _ := s.values.(serde.Serde[V])
+		if keys == nil || values == nil {
+			b.fail("join of stream %q with table %q: the stream's key may have changed upstream (selectKey, map, flatMap or process), so it must be repartitioned by its new key, and no serde of its %s is known upstream: call Repartition(keys, values) on it first", s.node, t.t.node, map[bool]string{true: "values", false: "keys"}[keys != nil])
+		} else {
+			s = repartition(s, s.node+"-join", keys, values)
+		}
 	}
 	name := b.nodeName(opts, prefix)
 	info := t.t

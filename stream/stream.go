@@ -22,13 +22,26 @@ type Stream[K, V any] struct {
 	// sources are the source topics (user topics) the stream's records come from, for
 	// the co-partitioning check of joins.
 	sources []string
+	// keys and values are serdes of K and V the stream was read or written with
+	// upstream (a serde.Serde[K], serde.Serde[V]; nil when none is known): a join after
+	// a key change repartitions with them, as Kafka Streams does with its serdes.
+	keys, values any
+}
+
+// serdeOf returns known if it is a serde of T (a serde serves every value of its type,
+// whatever operation made it), else nil.
+func serdeOf[T any](known any) any {
+	if _, ok := known.(serde.Serde[T]); ok {
+		return known
+	}
+	return nil
 }
 
 // Name is the graph node the stream's records leave, for processor-API nodes to read.
 func (s Stream[K, V]) Name() string { return s.node }
 
 func (s Stream[K, V]) with(node string) Stream[K, V] {
-	return Stream[K, V]{b: s.b, node: node, keyChanged: s.keyChanged, sources: s.sources}
+	return Stream[K, V]{b: s.b, node: node, keyChanged: s.keyChanged, sources: s.sources, keys: s.keys, values: s.values}
 }
 
 // FromNode makes a Stream of the records a processor-API node (added on b.Topology())
@@ -39,17 +52,16 @@ func FromNode[K, V any](b *Builder, node string) Stream[K, V] {
 
 // From reads a stream from topics (KStreamBuilder.stream). The source node is named
 // KSTREAM-SOURCE-000000000N unless Named.
+// FromConsumed also sets the records' timestamps and the offset reset.
 func From[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V], topics []string, opts ...Option) Stream[K, V] {
-	name := b.nodeName(opts, "KSTREAM-SOURCE-")
-	topology.AddSource(b.tb, name, keys, values, topics...)
-	return Stream[K, V]{b: b, node: name, sources: topics}
+	return FromConsumed(b, Consume(keys, values), topics, opts...)
 }
 
 // addNode adds a processor after the stream and returns the stream of its output.
 func addNode[K, V, K2, V2 any](s Stream[K, V], prefix string, opts []Option, sup processor.Supplier[K, V, K2, V2], keyChanging bool) Stream[K2, V2] {
 	name := s.b.nodeName(opts, prefix)
 	topology.AddProcessor(s.b.tb, name, sup, s.node)
-	return Stream[K2, V2]{b: s.b, node: name, keyChanged: s.keyChanged || keyChanging, sources: s.sources}
+	return Stream[K2, V2]{b: s.b, node: name, keyChanged: s.keyChanged || keyChanging, sources: s.sources, keys: serdeOf[K2](s.keys), values: serdeOf[V2](s.values)}
 }
 
 // Filter keeps the records for which keep returns true.
@@ -154,7 +166,7 @@ func Process[K, V, K2, V2 any](s Stream[K, V], sup processor.Supplier[K, V, K2, 
 func (s Stream[K, V]) Merge(others []Stream[K, V], opts ...Option) Stream[K, V] {
 	name := s.b.nodeName(opts, "KSTREAM-MERGE-")
 	parents := []string{s.node}
-	out := Stream[K, V]{b: s.b, node: name, keyChanged: s.keyChanged, sources: s.sources}
+	out := Stream[K, V]{b: s.b, node: name, keyChanged: s.keyChanged, sources: s.sources, keys: s.keys, values: s.values}
 	for _, o := range others {
 		parents = append(parents, o.node)
 		out.keyChanged = out.keyChanged || o.keyChanged
@@ -182,7 +194,7 @@ func (s Stream[K, V]) Repartition(keys serde.Serde[K], values serde.Serde[V], op
 
 func repartition[K, V any](s Stream[K, V], name string, keys serde.Serde[K], values serde.Serde[V]) Stream[K, V] {
 	topology.AddRepartition(s.b.tb, name, keys, values, s.node)
-	return Stream[K, V]{b: s.b, node: name, sources: []string{"repartition:" + name}}
+	return Stream[K, V]{b: s.b, node: name, sources: []string{"repartition:" + name}, keys: keys, values: values}
 }
 
 // Branches are the streams a Split made, by branch name.

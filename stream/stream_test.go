@@ -302,14 +302,44 @@ func TestCopartitioningChecked(t *testing.T) {
 	}
 }
 
-// A join after a key change without a repartition is refused at Build, naming the fix.
-func TestJoinAfterKeyChangeNeedsRepartition(t *testing.T) {
+// A join after a key change goes through a repartition topic, as in Kafka Streams,
+// with the serdes the stream was read with: the join's sub-topology reads it.
+func TestJoinAfterKeyChangeRepartitions(t *testing.T) {
 	b := stream.NewBuilder()
 	clicks := stream.SelectKey(stream.From(b, str, str, []string{"clicks"}), func(_, v string) string { return v })
 	users := stream.TableFrom(b, str, str, "users")
-	stream.Join(clicks, users, func(c, u string) string { return c + u }).To("out", str, str)
+	stream.Join(clicks, users, func(c, u string) string { return c + "@" + u }).To("out", str, str)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs := topo.Subtopologies()
+	if len(subs) != 2 || !slices.Equal(subs[0].RepartitionSinks, []string{"KSTREAM-KEY-SELECT-0000000001-join"}) ||
+		!slices.Equal(subs[1].Repartitions, []string{"KSTREAM-KEY-SELECT-0000000001-join"}) || !slices.Equal(subs[1].SourceTopics, []string{"users"}) {
+		t.Fatalf("sub-topologies %+v", subs)
+	}
+	d, err := topologytest.New(topo, topologytest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	h := &harness{t: t, d: d}
+	h.pipe("users", "u1", "Ann", 1)
+	h.pipe("clicks", "c1", "u1", 2)
+	h.pipe("clicks", "c2", "u2", 3)
+	h.want("out", false, "u1=u1@Ann@2")
+}
+
+// Without a serde of the stream's values known upstream, the join after a key change
+// is refused at Build, naming the fix.
+func TestJoinAfterKeyChangeWithoutSerdeRefused(t *testing.T) {
+	b := stream.NewBuilder()
+	clicks := stream.SelectKey(stream.From(b, str, str, []string{"clicks"}), func(_, v string) string { return v })
+	lengths := stream.MapValues(clicks, func(_, v string) int { return len(v) })
+	users := stream.TableFrom(b, str, str, "users")
+	stream.Join(lengths, users, func(n int, u string) string { return u }).To("out", str, str)
 	_, err := b.Build()
-	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), "call Repartition on it first") {
+	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), "call Repartition(keys, values) on it first") {
 		t.Errorf("err = %v", err)
 	}
 }

@@ -119,11 +119,22 @@ func storeGetter[K, V any](store string) func(sp processor.StoreProvider) (gette
 //
 // Unlike Kafka Streams, the store has a changelog topic of its own (a second copy of
 // the topic): eddy's runtime restores stores from their changelogs only.
+//
+// TableFromConsumed also sets the records' timestamps and the offset reset.
 func TableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V], topic string, opts ...Option) Table[K, V] {
+	return TableFromConsumed(b, Consume(keys, values), topic, opts...)
+}
+
+// TableFromConsumed reads a table from a topic as c says (builder.table(topic,
+// consumed)); see TableFrom. c's timestamp extractor is not called for a tombstone,
+// whose value it cannot be given (V has no null): a deletion keeps the timestamp Kafka
+// has for it, where Kafka Streams calls the extractor with a null value.
+func TableFromConsumed[K, V any](b *Builder, c Consumed[K, V], topic string, opts ...Option) Table[K, V] {
 	o := collect(opts)
 	source := b.name(o, "KSTREAM-SOURCE-")
-	topology.AddSource(b.tb, source, keys, serde.Nullable(values), topic)
-	return tableSource(b, source, []string{topic}, topic, keys, values, o)
+	n := topology.AddSource(b.tb, source, c.keys, serde.Nullable(c.values), topic)
+	configureSource(n, nullableExtractor(c.timestamps), c.reset)
+	return tableSource(b, source, []string{topic}, topic, c.keys, c.values, o)
 }
 
 // ToTable turns a stream into a table of its latest value per key (KStream.toTable): a

@@ -127,6 +127,9 @@ func (b *Builder) Build() (*Topology, error) {
 		}
 	}
 	for _, n := range b.nodes {
+		if n.Kind == graph.Source && (n.OffsetReset < graph.ResetDefault || n.OffsetReset > graph.ResetLatest) {
+			fail("source %q: unknown offset reset policy %d: use topology.Earliest or topology.Latest", n.Name, n.OffsetReset)
+		}
 		if n.Kind == graph.Sink && n.Internal && n.RepartitionPartitions < 0 {
 			fail("repartition %q: WithPartitions(%d): the partition count must be positive", n.Topics[0], n.RepartitionPartitions)
 		}
@@ -155,8 +158,12 @@ func (b *Builder) Build() (*Topology, error) {
 
 	// Stores.
 	storeByName := map[string]*graph.Store{}
+	checkGlobals(b.globals, b.nodes, fail)
 	for _, st := range b.stores {
 		storeByName[st.Name] = st
+		if st.Global {
+			continue
+		}
 		if len(st.Processors) == 0 {
 			fail("store %q is attached to no processor", st.Name)
 		}
@@ -178,8 +185,14 @@ func (b *Builder) Build() (*Topology, error) {
 		return nil, errors.Join(errs...)
 	}
 
-	g := &graph.Graph{Nodes: b.byName, Order: b.nodes, Stores: storeByName, StoreOrder: b.stores, CopartitionGroups: b.copartition}
-	g.Subtopologies = split(b.nodes, b.byName, b.stores)
+	var local []*graph.Store
+	for _, st := range b.stores {
+		if !st.Global {
+			local = append(local, st)
+		}
+	}
+	g := &graph.Graph{Nodes: b.byName, Order: b.nodes, Stores: storeByName, StoreOrder: local, GlobalStores: b.globals, CopartitionGroups: b.copartition}
+	g.Subtopologies = split(b.nodes, b.byName, local)
 	b.built = true
 	return &Topology{handle: graph.NewHandle(g)}, nil
 }

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kvstore"
@@ -48,6 +49,8 @@ type Builder struct {
 	built  bool
 	// copartition: groups of topics that must have equal partition counts.
 	copartition [][]string
+	// globals are the global stores (AddGlobalStore).
+	globals []*graph.GlobalStore
 }
 
 // NewBuilder returns an empty Builder.
@@ -87,20 +90,75 @@ func (b *Builder) checkTopicPart(what, name string) {
 	}
 }
 
+// TimestampExtractor gives each record a source reads its timestamp (Kafka Streams'
+// TimestampExtractor), for example from a field of the value. rec is the deserialized
+// record with the timestamp Kafka has for it; partitionTime is the largest timestamp
+// extracted so far from the records of the same topic partition (by this task), zero
+// before the first. A negative result (before the Unix epoch, or the zero time) drops
+// the record with a warning and the skipped-records metric, as Kafka Streams drops it;
+// an error is handled as a record that cannot be deserialized (Config.OnBadRecord).
+// Without an extractor a source uses the record's timestamp and stops the application
+// on a negative one (Kafka Streams' default, FailOnInvalidTimestamp).
+//
+// The extracted timestamp is the record's timestamp downstream: stream time,
+// punctuation, aggregation results and the records written to topics carry it.
+type TimestampExtractor[K, V any] func(rec processor.Record[K, V], partitionTime time.Time) (time.Time, error)
+
+// OffsetReset is where a source starts reading a partition that has no committed
+// offset (Kafka Streams' AutoOffsetReset).
+type OffsetReset = graph.OffsetReset
+
+// The offset reset policies.
+const (
+	// ResetDefault is the application's policy: earliest (as Kafka Streams').
+	ResetDefault = graph.ResetDefault
+	// Earliest reads a partition from its first record.
+	Earliest = graph.ResetEarliest
+	// Latest reads only the records written after the application first reads the
+	// partition. While nothing of the partition is committed, every start (and every
+	// rebalance that moves it) begins at the end again, as with Kafka's
+	// auto.offset.reset=latest.
+	Latest = graph.ResetLatest
+)
+
+// SourceNode configures a source after AddSource.
+type SourceNode[K, V any] struct {
+	node *graph.Node
+	keys serde.Serde[K]
+	vals serde.Serde[V]
+}
+
+// WithTimestampExtractor gives the source's records the timestamps fn extracts instead
+// of the ones Kafka has for them.
+func (s *SourceNode[K, V]) WithTimestampExtractor(fn TimestampExtractor[K, V]) *SourceNode[K, V] {
+	s.node.Factory = graph.SourceFactory(s.keys, s.vals, graph.TimestampExtractor[K, V](fn))
+	return s
+}
+
+// WithOffsetReset sets where the source starts reading a partition of its topics with
+// no committed offset (Kafka Streams' Consumed.withOffsetResetPolicy). The test driver
+// (topologytest) processes every record it is given either way.
+func (s *SourceNode[K, V]) WithOffsetReset(r OffsetReset) *SourceNode[K, V] {
+	s.node.OffsetReset = r
+	return s
+}
+
 // AddSource adds a source node that reads the given topics and forwards (K, V) records.
-func AddSource[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], topics ...string) {
+func AddSource[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], topics ...string) *SourceNode[K, V] {
 	if len(topics) == 0 {
 		b.fail("source %q reads no topic", name)
 	}
 	if slices.Contains(topics, "") {
 		b.fail("source %q reads an empty topic name", name)
 	}
-	b.add(&graph.Node{
+	n := &graph.Node{
 		Name: name, Kind: graph.Source, Topics: topics,
 		OutKey: reflect.TypeFor[K](), OutValue: reflect.TypeFor[V](),
 		KeySerde: serde.Name(keys), ValueSerde: serde.Name(values),
-		Factory: graph.SourceFactory(keys, values),
-	})
+		Factory: graph.SourceFactory[K, V](keys, values, nil),
+	}
+	b.add(n)
+	return &SourceNode[K, V]{node: n, keys: keys, vals: values}
 }
 
 // AddProcessor adds a processor node fed by the named parents. supplier is called once
@@ -191,7 +249,7 @@ func AddRepartition[K, V any](b *Builder, name string, keys serde.Serde[K], valu
 		Name: name, Kind: graph.Source, Topics: []string{name}, Internal: true,
 		OutKey: reflect.TypeFor[K](), OutValue: reflect.TypeFor[V](),
 		KeySerde: serde.Name(keys), ValueSerde: serde.Name(values),
-		Factory: graph.SourceFactory(keys, values),
+		Factory: graph.SourceFactory[K, V](keys, values, nil),
 	}
 	b.add(sink)
 	b.add(source)

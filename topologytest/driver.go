@@ -116,7 +116,10 @@ type Driver struct {
 	wall     time.Time
 	nextTime time.Time
 	sets     []*kvstore.Set
-	closed   bool
+	// global holds the global stores; globalTopics maps each one's topic to it.
+	global       kvstore.Backend
+	globalTopics map[string]*graph.GlobalStore
+	closed       bool
 	// tx is the open transaction of every task under CommitEvery > 1; nil when none.
 	tx *openTx
 }
@@ -145,6 +148,20 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 		wall: cfg.StartTime, nextTime: cfg.StartTime,
 	}
 	g := graph.Of(topo)
+	if len(g.GlobalStores) > 0 {
+		d.globalTopics = map[string]*graph.GlobalStore{}
+		for _, gs := range g.GlobalStores {
+			d.globalTopics[gs.Topic] = gs
+		}
+		d.global = kvstore.NewMemoryBackend()
+		if cfg.StateDir != "" {
+			b, err := kvstore.OpenBolt(filepath.Join(cfg.StateDir, cfg.ApplicationID, "global"), kvstore.BoltOptions{Logger: cfg.Logger})
+			if err != nil {
+				return nil, err
+			}
+			d.global = b
+		}
+	}
 	for _, sub := range g.Subtopologies {
 		id := processor.TaskID{Subtopology: sub.ID, Partition: 0}
 		var backend kvstore.Backend = kvstore.NewMemoryBackend()
@@ -160,7 +177,7 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 		d.sets = append(d.sets, set)
 		t, err := task.New(task.Config{
 			ID: id, ApplicationID: cfg.ApplicationID, Graph: g, Subtopology: sub,
-			Stores: set, Collector: (*collector)(d), Logger: cfg.Logger,
+			Stores: set, GlobalBackend: d.global, Collector: (*collector)(d), Logger: cfg.Logger,
 			Now:                    func() time.Time { return d.wall },
 			OnDeserializationError: cfg.OnDeserializationError, DeadLetterTopic: cfg.DeadLetterTopic,
 		})
@@ -197,6 +214,9 @@ func (d *Driver) Close() error {
 	for _, s := range d.sets {
 		errs = append(errs, s.Close())
 	}
+	if d.global != nil {
+		errs = append(errs, d.global.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -206,12 +226,21 @@ func (d *Driver) PipeRaw(topic string, key, value []byte, headers []processor.He
 	if d.closed {
 		return errors.New("topologytest: driver is closed")
 	}
-	if _, ok := d.byTopic[topic]; !ok {
+	gs, global := d.globalTopics[topic]
+	if _, ok := d.byTopic[topic]; !ok && !global {
 		return fmt.Errorf("topologytest: no source reads topic %q (sources read: %s)", topic, strings.Join(d.inputTopics(), ", "))
 	}
 	if ts.IsZero() {
 		ts = d.nextTime
 		d.nextTime = d.nextTime.Add(d.cfg.AutoAdvance)
+	}
+	if global {
+		// As Kafka Streams' TopologyTestDriver: a record of a global store's topic
+		// updates the store at once, before the next record is piped.
+		d.append(topic, key, value, headers, ts)
+		recs := d.topics[topic]
+		rec := recs[len(recs)-1]
+		return d.updateGlobal(gs, graph.RawRecord{Topic: topic, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp})
 	}
 	if d.cfg.CommitEvery > 1 {
 		return d.pipeInTransaction(topic, key, value, headers, ts)
@@ -327,9 +356,26 @@ func (d *Driver) drain() error {
 	return nil
 }
 
+// updateGlobal applies a record of a global store's topic to the store, with the
+// topic's offset as its checkpoint, as the runtime does.
+func (d *Driver) updateGlobal(gs *graph.GlobalStore, rec graph.RawRecord) error {
+	k, v, skip, err := gs.Entry(rec)
+	if err != nil {
+		return fmt.Errorf("topologytest: topic %q offset %d: %w", rec.Topic, rec.Offset, err)
+	}
+	batch := kvstore.Batch{Checkpoints: map[string]int64{names.GlobalCheckpoint(gs.Store.Name, rec.Partition): rec.Offset + 1}}
+	if !skip {
+		batch.Writes = map[string][]kvstore.Entry{gs.Store.Name: {{Key: k, Value: v}}}
+	}
+	return d.global.Write(batch)
+}
+
 func (d *Driver) inputTopics() []string {
 	var out []string
 	for t := range d.byTopic {
+		out = append(out, t)
+	}
+	for t := range d.globalTopics {
 		out = append(out, t)
 	}
 	slices.Sort(out)

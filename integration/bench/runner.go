@@ -55,6 +55,9 @@ func (e *env) startChild(kind, name string, spec childSpec) (*child, error) {
 		return nil, fmt.Errorf("child log: %w", err)
 	}
 	args := []string{e.exe, "-child", kind, "-child-spec", string(js)}
+	if kind == "kstreams" {
+		args = e.ks.command(spec)
+	}
 	if len(e.o.wrapper) > 0 {
 		var w []string
 		for _, a := range e.o.wrapper {

@@ -1,7 +1,7 @@
 // Package kstreams runs Kafka Streams itself as the oracle of eddy's differential tests.
 //
 // The oracle is a small Java program (oracle/, a Maven project on kafka-streams and
-// kafka-streams-test-utils 4.1.1, the broker's version) that runs the seven topologies
+// kafka-streams-test-utils 4.1.1, the broker's version) that runs the topologies
 // below in Kafka Streams' TopologyTestDriver. [Start] builds it with Maven into a cache
 // directory the first time (Maven Central or a warm ~/.m2 is needed then) and starts one
 // JVM that serves every [Oracle.Run]; [RunTopologyTest] runs an eddy topology on the same
@@ -50,6 +50,18 @@
 //	T7 split/merge: stream "events" → split: branch "a" (v starts with "a"), branch "b"
 //	   (starts with "b"), default; the a-branch upper-cased, merged with the b-branch →
 //	   "merged"; the default branch → "other".
+//	T8 timestamp extractors: stream "ts-in" with an extractor giving the value's event
+//	   time ("ms:payload"), or the partition time for a value without one (null included)
+//	   → "ts-out"; groupByKey → count → "ts-count" <String,Long>; table "ts-table" with an
+//	   extractor giving the event time, or the record's timestamp without one (tombstones
+//	   included) → toStream → "ts-table-out". One event time in ten is negative: the
+//	   record is dropped, as is a record taking the partition time before the first.
+//	T9 stream–global-table joins: stream "g-clicks" values "user:item", global table
+//	   "g-users"; key mapper: the user (null for null or without ':'); join v + "@" + u →
+//	   "g-inner", leftJoin v + "@" + (u ?? "-") → "g-left".
+//	T10 join after a key change: stream "r-orders" "user:amount" → selectKey(user, or
+//	   the key for null) → join table "r-users" (materialized), v + "@" + u → "r-joined";
+//	   Kafka Streams inserts a repartition topic before the join.
 //
 // Case mappings in the Java topologies use Locale.ROOT. Java lower-cases "İ" (U+0130) to
 // "i" and a combining dot (U+0307), which "\\W+" then splits on, so [Words] does the

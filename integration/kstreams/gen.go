@@ -12,22 +12,22 @@ import (
 	"time"
 )
 
-// Topologies are the names the oracle knows, but for the windowed ones.
-var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7"}
+// Topologies are the names the oracle knows.
+var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "T10"}
 
-// WindowTopologies are the windowed topologies: T8 time windows, T9 sliding windows,
-// T10 session windows, T11 session windows with a longer retention. Their outputs
+// WindowTopologies are the windowed topologies: W1 time windows, W2 sliding windows,
+// W3 session windows, W4 session windows with a longer retention. Their outputs
 // include the stores' changelog topics, compared compacted (see CompactChangelog).
-var WindowTopologies = []string{"T8", "T9", "T10", "T11"}
+var WindowTopologies = []string{"W1", "W2", "W3", "W4"}
 
 // UncachedOnly are the topologies whose output Kafka Streams' record cache changes in a
 // way eddy does not copy, with the reason: they are compared with caching off only.
 var UncachedOnly = map[string]string{
-	"T10": "Kafka Streams' caching session store (CachingSessionStore.findSessions, 4.1.1) " +
+	"W3": "Kafka Streams' caching session store (CachingSessionStore.findSessions, 4.1.1) " +
 		"merges its read cache, which keeps sessions after they expired in the store, so a " +
 		"record can join a session past the store's retention until the cache evicts it (or " +
 		"the instance restarts with an empty cache); eddy's session store expires by " +
-		"retention alone. T11 is T10 with a retention that makes the difference unreachable.",
+		"retention alone. W4 is W3 with a retention that makes the difference unreachable.",
 }
 
 // ChangelogTopic is the changelog of store in topology as the oracle's driver names it
@@ -39,18 +39,21 @@ func ChangelogTopic(topology, store string) string {
 
 // Outputs are the output topics of each topology, as the oracle lists them.
 var Outputs = map[string][]string{
-	"T1": {"wc-out"},
-	"T2": {"orders-total", "orders-count", "orders-agg"},
-	"T3": {"clicks-inner", "clicks-left"},
-	"T4": {"tt-inner", "tt-left", "tt-outer"},
-	"T5": {"fk-inner", "fk-left"},
-	"T6": {"region-sum", "region-count", "region-reduce"},
-	"T7": {"merged", "other"},
-	"T8": {"tumble-count", "hop-agg", "tumble-reduce",
-		ChangelogTopic("T8", "tumble-count"), ChangelogTopic("T8", "hop-agg"), ChangelogTopic("T8", "tumble-reduce")},
-	"T9":  {"slide-count", "slide-agg", ChangelogTopic("T9", "slide-count"), ChangelogTopic("T9", "slide-agg")},
-	"T10": {"session-count", "session-agg", ChangelogTopic("T10", "session-count"), ChangelogTopic("T10", "session-agg")},
-	"T11": {"session-count-r", "session-agg-r", ChangelogTopic("T11", "session-count-r"), ChangelogTopic("T11", "session-agg-r")},
+	"T1":  {"wc-out"},
+	"T2":  {"orders-total", "orders-count", "orders-agg"},
+	"T3":  {"clicks-inner", "clicks-left"},
+	"T4":  {"tt-inner", "tt-left", "tt-outer"},
+	"T5":  {"fk-inner", "fk-left"},
+	"T6":  {"region-sum", "region-count", "region-reduce"},
+	"T7":  {"merged", "other"},
+	"T8":  {"ts-out", "ts-count", "ts-table-out"},
+	"T9":  {"g-inner", "g-left"},
+	"T10": {"r-joined"},
+	"W1": {"tumble-count", "hop-agg", "tumble-reduce",
+		ChangelogTopic("W1", "tumble-count"), ChangelogTopic("W1", "hop-agg"), ChangelogTopic("W1", "tumble-reduce")},
+	"W2": {"slide-count", "slide-agg", ChangelogTopic("W2", "slide-count"), ChangelogTopic("W2", "slide-agg")},
+	"W3": {"session-count", "session-agg", ChangelogTopic("W3", "session-count"), ChangelogTopic("W3", "session-agg")},
+	"W4": {"session-count-r", "session-agg-r", ChangelogTopic("W4", "session-count-r"), ChangelogTopic("W4", "session-agg-r")},
 }
 
 // Base is the earliest input timestamp; inputs spread over the hour after it.
@@ -97,8 +100,14 @@ func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 		next = g.t6
 	case "T7":
 		next = g.t7
-	case "T8", "T9", "T10", "T11":
-		return g.windowed(map[string]string{"T8": "win-in", "T9": "slide-in", "T10": "sess-in", "T11": "sess-in"}[topology], n, Base), nil
+	case "T8":
+		next = g.t8
+	case "T9":
+		next = g.t9
+	case "T10":
+		next = g.t10
+	case "W1", "W2", "W3", "W4":
+		return g.windowed(map[string]string{"W1": "win-in", "W2": "slide-in", "W3": "sess-in", "W4": "sess-in"}[topology], n, Base), nil
 	default:
 		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s, %s)", topology,
 			strings.Join(Topologies, ", "), strings.Join(WindowTopologies, ", "))
@@ -288,7 +297,7 @@ func (g gen) windowed(topic string, n int, base time.Time) []Record {
 // (KStreamSlidingWindowAggregate.processEarly). Timestamps that would be negative are
 // 0 (Kafka has no negative record timestamps): more records at the epoch itself.
 func EarlyInputs(topology string, seed uint64, n int) ([]Record, error) {
-	topic, ok := map[string]string{"T8": "win-in", "T9": "slide-in", "T10": "sess-in", "T11": "sess-in"}[topology]
+	topic, ok := map[string]string{"W1": "win-in", "W2": "slide-in", "W3": "sess-in", "W4": "sess-in"}[topology]
 	if !ok {
 		return nil, fmt.Errorf("kstreams: %q is not a windowed topology (%s)", topology, strings.Join(WindowTopologies, ", "))
 	}
@@ -309,9 +318,9 @@ func EarlyInputs(topology string, seed uint64, n int) ([]Record, error) {
 // timestamp then the value (the ValueAndTimestamp layout, as its key-value DSL stores
 // do). CompactChangelog moves eddy's timestamp to the record for the comparison.
 var timestampedChangelogs = map[string]bool{
-	ChangelogTopic("T8", "tumble-count"): true, ChangelogTopic("T8", "hop-agg"): true,
-	ChangelogTopic("T8", "tumble-reduce"): true,
-	ChangelogTopic("T9", "slide-count"):   true, ChangelogTopic("T9", "slide-agg"): true,
+	ChangelogTopic("W1", "tumble-count"): true, ChangelogTopic("W1", "hop-agg"): true,
+	ChangelogTopic("W1", "tumble-reduce"): true,
+	ChangelogTopic("W2", "slide-count"):   true, ChangelogTopic("W2", "slide-agg"): true,
 }
 
 // CompactChangelog is what a changelog topic holds once compacted, the last record of
@@ -340,4 +349,65 @@ func CompactChangelog(topic string, recs []Record, fromEddy bool) []Record {
 		out = append(out, last[k])
 	}
 	return out
+}
+
+// t8 values are "ms:payload" with an event time in the hour after Base (one in ten
+// negative), or a payload without one, or null.
+func (g gen) t8() Record {
+	topic := "ts-in"
+	if g.rng.IntN(5) < 2 {
+		topic = "ts-table"
+	}
+	key := g.pick("k1", "k2", "k3", "k4")
+	switch {
+	case g.tombstone():
+		return g.rec(topic, key, nil)
+	case g.rng.IntN(6) == 0:
+		return g.rec(topic, key, ptr("x"+strconv.Itoa(g.rng.IntN(10))))
+	}
+	ms := Base.UnixMilli() + int64(g.rng.IntN(3600))*1000
+	if g.rng.IntN(10) == 0 {
+		ms = -1 - int64(g.rng.IntN(1000))
+	}
+	return g.rec(topic, key, ptr(strconv.FormatInt(ms, 10)+":p"+strconv.Itoa(g.rng.IntN(10))))
+}
+
+// t9: global table "g-users" and stream "g-clicks" with values "user:item" (now and
+// then without ':' or null: no join key); u5 is never a user.
+func (g gen) t9() Record {
+	if g.rng.IntN(5) < 2 {
+		key := g.pick("u1", "u2", "u3", "u4")
+		if g.tombstone() {
+			return g.rec("g-users", key, nil)
+		}
+		return g.rec("g-users", key, ptr(g.pick("Ann", "Bo", "Cy", "Dé", "")))
+	}
+	key := g.pick("c1", "c2", "c3")
+	switch {
+	case g.tombstone():
+		return g.rec("g-clicks", key, nil)
+	case g.rng.IntN(8) == 0:
+		return g.rec("g-clicks", key, ptr("nouser"))
+	}
+	return g.rec("g-clicks", key, ptr(g.pick("u1", "u2", "u3", "u4", "u5")+":i"+strconv.Itoa(g.rng.IntN(10))))
+}
+
+// t10: table "r-users" and stream "r-orders" with values "user:amount" (now and then
+// without ':', or null); u5 is never a user.
+func (g gen) t10() Record {
+	if g.rng.IntN(5) < 2 {
+		key := g.pick("u1", "u2", "u3", "u4")
+		if g.tombstone() {
+			return g.rec("r-users", key, nil)
+		}
+		return g.rec("r-users", key, ptr(g.pick("Ann", "Bo", "Cy", "Dé", "")))
+	}
+	key := g.pick("o1", "o2", "o3", "u1")
+	switch {
+	case g.tombstone():
+		return g.rec("r-orders", key, nil)
+	case g.rng.IntN(8) == 0:
+		return g.rec("r-orders", key, ptr("nouser"))
+	}
+	return g.rec("r-orders", key, ptr(g.pick("u1", "u2", "u3", "u4", "u5")+":"+strconv.Itoa(g.rng.IntN(100))))
 }

@@ -151,7 +151,7 @@ type request struct {
 
 // Case is one request to the oracle.
 type Case struct {
-	Topology string   // "T1" … "T11"
+	Topology string   // "T1" … "T10", "W1" … "W4"
 	Input    []Record // piped in this order
 	// Config overrides StreamsConfig properties of the driver, e.g.
 	// {"statestore.cache.max.bytes": "0"} turns record caching off.

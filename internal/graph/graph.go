@@ -53,6 +53,10 @@ type Node struct {
 
 	KeySerde, ValueSerde string // names, for descriptions
 
+	// OffsetReset is where a source starts reading a partition of its topics that has no
+	// committed offset.
+	OffsetReset OffsetReset
+
 	// Partitions of a repartition topic (sinks of an internal topic); 0: as many as the
 	// largest source topic of the sub-topology that writes it.
 	RepartitionPartitions int32
@@ -94,6 +98,22 @@ type Store struct {
 	// serve interactive queries over HTTP.
 	KeyFromText func(text, topic string) ([]byte, error)
 	ValueToJSON func(value []byte, topic string) (any, error)
+	// Global: a global store (see GlobalStore), kept in full by every instance and read
+	// by every task; not part of any sub-topology.
+	Global bool
+}
+
+// GlobalStore is a store every instance keeps in full from all partitions of a topic
+// (Kafka Streams' global store, the store of a GlobalKTable). The topic is its
+// changelog: there is no other. It is updated from the topic alone; processors only
+// read it.
+type GlobalStore struct {
+	Store *Store
+	Topic string
+	// Entry turns a record of Topic into the store's key and value bytes; a nil value
+	// deletes the key, skip drops the record (a null key). An error names what is wrong
+	// with the record (it does not deserialize).
+	Entry func(rec RawRecord) (key, value []byte, skip bool, err error)
 }
 
 // Subtopology is a connected part of the graph; parts joined only through a topic are
@@ -127,6 +147,9 @@ type Graph struct {
 	Stores        map[string]*Store
 	StoreOrder    []*Store
 	Subtopologies []*Subtopology
+	// GlobalStores are the global stores, in the order they were added; Stores holds
+	// them too.
+	GlobalStores []*GlobalStore
 	// CopartitionGroups are groups of user topics whose records are joined by key, so
 	// each group's topics must have equal partition counts.
 	CopartitionGroups [][]string
@@ -143,6 +166,9 @@ type Runtime interface {
 	Schedule(node string, interval time.Duration, typ processor.PunctuationType, fn processor.Punctuator) (processor.Cancellable, error)
 	// Store returns the typed store instance (statestore.KeyValueStore[K, V]).
 	Store(name string) (any, error)
+	// GlobalStore reports whether name is a global store, which every processor reads
+	// without attaching it.
+	GlobalStore(name string) bool
 	// Send hands a serialized sink record to the task's producer. partition < 0 means
 	// the default partitioner (murmur2 of the key, as Kafka's).
 	Send(topic string, partition int32, key, value []byte, headers []processor.Header, ts time.Time) error

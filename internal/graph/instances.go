@@ -20,11 +20,72 @@ type Instance interface {
 	Close() error
 }
 
-// SourceInstance is a running source node: it deserializes raw records and forwards them.
+// SourceInstance is a running source node: it deserializes raw records, gives each its
+// timestamp and forwards them.
 type SourceInstance interface {
 	Instance
-	Deliver(r RawRecord) error
+	// Deliver deserializes r, extracts its timestamp (the node's extractor, or the
+	// record's own), stamps it on clock and forwards the record. A record whose
+	// extracted timestamp is negative is dropped with an *InvalidTimestampError, as
+	// Kafka Streams' RecordQueue drops it; a negative timestamp of the record itself
+	// without an extractor is a fatal *InvalidTimestampError (Kafka Streams' default
+	// FailOnInvalidTimestamp).
+	Deliver(r RawRecord, clock Clock) error
 }
+
+// Clock is the task's record time as a source sees it.
+type Clock interface {
+	// PartitionTime is the largest timestamp a source extracted from the records of
+	// topic (the task's partition of it) so far; zero when none (Kafka Streams'
+	// partition time, UNKNOWN = -1).
+	PartitionTime(topic string) time.Time
+	// Stamp records the timestamp of the record of topic about to be forwarded: it
+	// moves partition time and stream time.
+	Stamp(topic string, ts time.Time)
+}
+
+// TimestampExtractor gives a record read by a source its timestamp; see
+// topology.TimestampExtractor.
+type TimestampExtractor[K, V any] func(rec processor.Record[K, V], partitionTime time.Time) (time.Time, error)
+
+// OffsetReset is where a source starts reading a partition without a committed offset.
+type OffsetReset int
+
+const (
+	// ResetDefault is the application's default: the earliest offset.
+	ResetDefault OffsetReset = iota
+	// ResetEarliest starts at the partition's first record.
+	ResetEarliest
+	// ResetLatest starts at the partition's end: only records written later are read.
+	ResetLatest
+)
+
+// InvalidTimestampError reports a record whose timestamp is negative (before the Unix
+// epoch, or absent: Kafka's -1, which sarama reads as the zero time).
+type InvalidTimestampError struct {
+	Node      string
+	Timestamp time.Time
+	// Extracted is true when the node's extractor gave the timestamp: the record is
+	// dropped (Kafka Streams drops it with a warning). False when it is the record's
+	// own timestamp and the node has no extractor: the task stops.
+	Extracted bool
+}
+
+func (e *InvalidTimestampError) Error() string {
+	ms := int64(-1)
+	if !e.Timestamp.IsZero() {
+		ms = e.Timestamp.UnixMilli()
+	}
+	if e.Extracted {
+		return fmt.Sprintf("source %q: the timestamp extractor gave a negative timestamp (%d ms); the record is dropped", e.Node, ms)
+	}
+	return fmt.Sprintf("source %q: the record has an invalid (negative) timestamp (%d ms): a producer that sets no timestamp, or a topic from before Kafka 0.10, writes such records; "+
+		"give the source a timestamp extractor (topology.SourceNode.WithTimestampExtractor, stream.Consume(...).WithTimestamps) that gives them one, or returns a negative time to drop them", e.Node, ms)
+}
+
+// negative reports whether ts is a negative Kafka timestamp: before the epoch, or the
+// zero time (how sarama reads an absent timestamp, -1).
+func negative(ts time.Time) bool { return ts.IsZero() || ts.UnixMilli() < 0 }
 
 // RawRecord is a record as read from Kafka.
 type RawRecord struct {
@@ -96,14 +157,15 @@ func receivers[K, V any](node *Node, children []Instance) ([]receiver[K, V], err
 	return out, nil
 }
 
-// SourceFactory makes source instances deserializing with the given serdes.
-func SourceFactory[K, V any](keys serde.Serde[K], values serde.Serde[V]) Factory {
+// SourceFactory makes source instances deserializing with the given serdes; extract
+// gives each record its timestamp (nil: the record's own).
+func SourceFactory[K, V any](keys serde.Serde[K], values serde.Serde[V], extract TimestampExtractor[K, V]) Factory {
 	return func(rt Runtime, node *Node, children []Instance) (Instance, error) {
 		rs, err := receivers[K, V](node, children)
 		if err != nil {
 			return nil, err
 		}
-		return &sourceInstance[K, V]{node: node, keys: keys, values: values, children: rs}, nil
+		return &sourceInstance[K, V]{node: node, keys: keys, values: values, extract: extract, children: rs}, nil
 	}
 }
 
@@ -111,13 +173,14 @@ type sourceInstance[K, V any] struct {
 	node     *Node
 	keys     serde.Serde[K]
 	values   serde.Serde[V]
+	extract  TimestampExtractor[K, V]
 	children []receiver[K, V]
 }
 
 func (s *sourceInstance[K, V]) Init() error  { return nil }
 func (s *sourceInstance[K, V]) Close() error { return nil }
 
-func (s *sourceInstance[K, V]) Deliver(r RawRecord) error {
+func (s *sourceInstance[K, V]) Deliver(r RawRecord, clock Clock) error {
 	k, err := serdes.Deserialize(s.keys, r.Topic, r.Key)
 	if err != nil {
 		// A record without a key is common (Kafka's console producer writes them): it
@@ -136,12 +199,32 @@ func (s *sourceInstance[K, V]) Deliver(r RawRecord) error {
 		return &DeserializationError{Node: s.node.Name, Part: "value", Err: err}
 	}
 	rec := processor.Record[K, V]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers}
+	if s.extract != nil {
+		ts, err := s.extractTimestamp(rec, clock.PartitionTime(r.Topic))
+		if err != nil {
+			return &DeserializationError{Node: s.node.Name, Part: "timestamp", Err: err}
+		}
+		if negative(ts) {
+			return &InvalidTimestampError{Node: s.node.Name, Timestamp: ts, Extracted: true}
+		}
+		rec.Timestamp = ts
+	} else if negative(r.Timestamp) {
+		return &InvalidTimestampError{Node: s.node.Name, Timestamp: r.Timestamp}
+	}
+	clock.Stamp(r.Topic, rec.Timestamp)
 	for _, c := range s.children {
 		if err := c.receive(rec); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// extractTimestamp runs the user's extractor; a panic in it is an error, as in a
+// processor.
+func (s *sourceInstance[K, V]) extractTimestamp(rec processor.Record[K, V], partitionTime time.Time) (ts time.Time, err error) {
+	defer Contain(s.node.Name, &err)
+	return s.extract(rec, partitionTime)
 }
 
 // ProcessorFactory makes processor instances from a supplier.
@@ -218,7 +301,7 @@ func (p *processorInstance[KIn, VIn, KOut, VOut]) Forward(rec processor.Record[K
 }
 
 func (p *processorInstance[KIn, VIn, KOut, VOut]) StateStore(name string) (any, error) {
-	if !slices.Contains(p.node.Stores, name) {
+	if !slices.Contains(p.node.Stores, name) && !p.rt.GlobalStore(name) {
 		return nil, fmt.Errorf("%w: store %q, processor %q (attached: %v)", processor.ErrStoreNotAttached, name, p.node.Name, p.node.Stores)
 	}
 	return p.rt.Store(name)

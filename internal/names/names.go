@@ -22,3 +22,10 @@ const OffsetsStorePrefix = "eddy-offsets-"
 func OffsetsStore(subtopology int) string {
 	return OffsetsStorePrefix + strconv.Itoa(subtopology)
 }
+
+// GlobalCheckpoint names the checkpoint of one partition of a global store's topic in
+// the global backend: the offset the store reflects of that partition. ':' cannot be
+// in a store name, so it names no store.
+func GlobalCheckpoint(store string, partition int32) string {
+	return "global:" + store + ":" + strconv.Itoa(int(partition))
+}

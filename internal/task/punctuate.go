@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/graph"
@@ -108,6 +109,7 @@ func (e *punctuatorError) Unwrap() error { return e.err }
 // cancelled).
 type timeState struct {
 	streamTime, wallTime time.Time
+	partitionTimes       map[string]time.Time
 	punctuators          []punctuatorState
 }
 
@@ -120,7 +122,12 @@ type punctuatorState struct {
 // Committed records the task's current time state as committed: Rollback returns to
 // it. The runtime calls it when a transaction commits (Init calls it too).
 func (t *Task) Committed() {
-	s := timeState{streamTime: t.streamTime, wallTime: t.wallTime, punctuators: t.committedTime.punctuators[:0]}
+	s := timeState{streamTime: t.streamTime, wallTime: t.wallTime, partitionTimes: t.committedTime.partitionTimes, punctuators: t.committedTime.punctuators[:0]}
+	if s.partitionTimes == nil {
+		s.partitionTimes = map[string]time.Time{}
+	}
+	clear(s.partitionTimes)
+	maps.Copy(s.partitionTimes, t.partitionTimes)
 	for _, p := range t.punctuators {
 		s.punctuators = append(s.punctuators, punctuatorState{p: p, next: p.next, cancelled: p.cancelled})
 	}
@@ -141,6 +148,8 @@ func (t *Task) Rollback() {
 	t.times.Rollback()
 	s := t.committedTime
 	t.streamTime, t.wallTime = s.streamTime, s.wallTime
+	clear(t.partitionTimes)
+	maps.Copy(t.partitionTimes, s.partitionTimes)
 	t.punctuators = t.punctuators[:0]
 	for _, ps := range s.punctuators {
 		ps.p.next, ps.p.cancelled = ps.next, ps.cancelled

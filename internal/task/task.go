@@ -67,6 +67,9 @@ type Config struct {
 	Collector     Collector
 	Logger        *slog.Logger
 	StoreMetrics  kvstore.Metrics
+	// GlobalBackend holds the graph's global stores (graph.GlobalStore), which the
+	// task's processors read; kept up to date by its owner, never written by the task.
+	GlobalBackend kvstore.Backend
 	// Now is the wall clock wall-clock punctuators are scheduled against; default
 	// time.Now. The test driver moves its own clock.
 	Now func() time.Time
@@ -91,7 +94,10 @@ type Task struct {
 	// StoreTopics maps each store to its changelog topic.
 	storeTopics map[string]string
 
-	streamTime      time.Time
+	streamTime time.Time
+	// partitionTimes are the largest timestamps extracted per source topic, for the
+	// sources' timestamp extractors (Kafka Streams' partition time).
+	partitionTimes  map[string]time.Time
 	wallTime        time.Time
 	current         *processor.RecordMetadata
 	commitRequested bool
@@ -129,12 +135,13 @@ func New(cfg Config) (*Task, error) {
 	ctx, cancel := context.WithCancel(timestate.WithRegistry(cache.WithRegistry(context.Background(), caches), times))
 	t := &Task{
 		cfg: cfg, ctx: ctx, cancel: cancel, caches: caches, times: times,
-		logger:      cfg.Logger.With("task", cfg.ID.String()),
-		nodes:       map[string]graph.Instance{},
-		sources:     map[string]graph.SourceInstance{},
-		stores:      map[string]any{},
-		storeTopics: map[string]string{},
-		roundRobin:  map[string]int32{},
+		logger:         cfg.Logger.With("task", cfg.ID.String()),
+		nodes:          map[string]graph.Instance{},
+		sources:        map[string]graph.SourceInstance{},
+		stores:         map[string]any{},
+		storeTopics:    map[string]string{},
+		roundRobin:     map[string]int32{},
+		partitionTimes: map[string]time.Time{},
 	}
 	caches.SetRecordFunc(func(md *processor.RecordMetadata) *processor.RecordMetadata {
 		prev := t.current
@@ -160,6 +167,23 @@ func New(cfg Config) (*Task, error) {
 		}
 		t.stores[st.Name] = st.NewTyped(buf, topic, cfg.StoreMetrics)
 		t.storeTopics[st.Name] = topic
+	}
+	if len(cfg.Graph.GlobalStores) > 0 {
+		if cfg.GlobalBackend == nil {
+			cancel()
+			return nil, fmt.Errorf("task %s: the topology has global stores and the task was given none", cfg.ID)
+		}
+		// A set of the task's own over the global backend: its buffers stay empty (the
+		// stores are read-only), so reads go to the backend.
+		globals := kvstore.NewSet(cfg.GlobalBackend)
+		for _, gs := range cfg.Graph.GlobalStores {
+			buf, err := globals.Register(gs.Store.Name, false)
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			t.stores[gs.Store.Name] = gs.Store.NewTyped(buf, gs.Topic, cfg.StoreMetrics)
+		}
 	}
 	// Instantiate children before parents: walk nodes in reverse topological order.
 	order, err := topoOrder(cfg.Graph, cfg.Subtopology)
@@ -285,6 +309,7 @@ func (t *Task) nodeError(err error, md *processor.RecordMetadata) error {
 	var ne *graph.NodeError
 	var de *graph.DeserializationError
 	var pu *punctuatorError
+	var ie *graph.InvalidTimestampError
 	switch {
 	case errors.As(err, &ne):
 		pe.Node, pe.Err = ne.Node, ne.Err
@@ -292,6 +317,8 @@ func (t *Task) nodeError(err error, md *processor.RecordMetadata) error {
 		pe.Node = de.Node
 	case errors.As(err, &pu):
 		pe.Node = pu.node
+	case errors.As(err, &ie):
+		pe.Node = ie.Node
 	}
 	return pe
 }
@@ -305,26 +332,43 @@ func (t *Task) Process(rec graph.RawRecord) error {
 	}
 	md := processor.RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 	t.current = &md
-	before := t.streamTime
-	if rec.Timestamp.After(t.streamTime) {
-		t.streamTime = rec.Timestamp
-	}
-	err := src.Deliver(rec)
+	// The source stamps the record's (extracted) timestamp on the task (Stamp) before
+	// forwarding it; a record that cannot be read, or whose extracted timestamp is
+	// negative, reaches no processor and, as in Kafka Streams, moves no time.
+	err := src.Deliver(rec, t)
 	t.current = nil
 	if err != nil {
 		var de *graph.DeserializationError
-		if errors.As(err, &de) {
-			// A record that cannot be read reached no processor; like Kafka Streams, do
-			// not let its timestamp move stream time (and fire punctuators).
-			t.streamTime = before
+		var ie *graph.InvalidTimestampError
+		switch {
+		case errors.As(err, &de):
 			if err := t.badRecord(rec, de); err != nil {
 				return t.nodeError(err, &md)
 			}
-		} else {
+		case errors.As(err, &ie) && ie.Extracted:
+			t.logger.Warn("skipping a record with a negative extracted timestamp",
+				"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "node", ie.Node, "timestamp_ms", ie.Timestamp.UnixMilli())
+			if t.cfg.OnBadRecord != nil {
+				t.cfg.OnBadRecord(Skip, rec, err)
+			}
+		default:
 			return t.nodeError(err, &md)
 		}
 	}
 	return t.punctuate(processor.StreamTime, t.streamTime)
+}
+
+// PartitionTime implements graph.Clock.
+func (t *Task) PartitionTime(topic string) time.Time { return t.partitionTimes[topic] }
+
+// Stamp implements graph.Clock: the record of topic being delivered has timestamp ts.
+func (t *Task) Stamp(topic string, ts time.Time) {
+	if ts.After(t.streamTime) {
+		t.streamTime = ts
+	}
+	if ts.After(t.partitionTimes[topic]) {
+		t.partitionTimes[topic] = ts
+	}
 }
 
 func (t *Task) badRecord(rec graph.RawRecord, de *graph.DeserializationError) error {
@@ -434,6 +478,11 @@ func (t *Task) Store(name string) (any, error) {
 		return nil, fmt.Errorf("%w: %q", statestore.ErrUnknownStore, name)
 	}
 	return s, nil
+}
+
+func (t *Task) GlobalStore(name string) bool {
+	st, ok := t.cfg.Graph.Stores[name]
+	return ok && st.Global
 }
 
 func (t *Task) Logger(node string) *slog.Logger { return t.logger.With("node", node) }

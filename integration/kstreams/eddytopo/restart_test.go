@@ -83,7 +83,7 @@ func TestWindowsNearTheEpoch(t *testing.T) {
 		t.Fatalf("the Kafka Streams oracle is needed and did not start: %v", err)
 	}
 	defer oracle.Close()
-	for _, name := range []string{"T8", "T9"} {
+	for _, name := range []string{"W1", "W2"} {
 		t.Run(name, func(t *testing.T) {
 			cached, err := eddytopo.Build(name)
 			if err != nil {

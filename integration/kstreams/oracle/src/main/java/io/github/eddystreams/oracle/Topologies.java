@@ -13,6 +13,9 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.GlobalKTable;
+import org.apache.kafka.streams.kstream.KeyValueMapper;
+import org.apache.kafka.streams.processor.TimestampExtractor;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.KGroupedStream;
@@ -58,9 +61,12 @@ final class Topologies {
       case "T8" -> t8();
       case "T9" -> t9();
       case "T10" -> t10();
-      case "T11" -> t11();
+      case "W1" -> w1();
+      case "W2" -> w2();
+      case "W3" -> w3();
+      case "W4" -> w4();
       default -> throw new IllegalArgumentException(
-          "unknown topology \"" + name + "\": the oracle knows T1 to T11");
+          "unknown topology \"" + name + "\": the oracle knows T1 to T10 and W1 to W4");
     };
   }
 
@@ -167,6 +173,74 @@ final class Topologies {
     return new Built(b.build(), List.of("merged", "other"));
   }
 
+  /** The event time of a "ms:payload" value: ms (may be negative); null without one. */
+  private static Long eventTime(Object v) {
+    if (!(v instanceof String s)) {
+      return null;
+    }
+    int i = s.indexOf(':');
+    if (i < 0) {
+      return null;
+    }
+    return Long.parseLong(s.substring(0, i));
+  }
+
+  /**
+   * T8 timestamp extractors: stream "ts-in" with the value's event time, or the partition time
+   * for a value without one (null included); passed through to "ts-out" and counted per key to
+   * "ts-count". Table "ts-table" with the value's event time, or the record's own timestamp for a
+   * value without one (tombstones included), to "ts-table-out". A negative event time drops the
+   * record, as does the partition time before the partition's first record (-1).
+   */
+  private static Built t8() {
+    StreamsBuilder b = new StreamsBuilder();
+    TimestampExtractor streamTime = (rec, partitionTime) -> {
+      Long t = eventTime(rec.value());
+      return t == null ? partitionTime : t;
+    };
+    TimestampExtractor tableTime = (rec, partitionTime) -> {
+      Long t = eventTime(rec.value());
+      return t == null ? rec.timestamp() : t;
+    };
+    KStream<String, String> in = b.stream("ts-in", Consumed.with(S, S).withTimestampExtractor(streamTime));
+    in.to("ts-out", Produced.with(S, S));
+    in.groupByKey(Grouped.with(S, S)).count().toStream().to("ts-count", Produced.with(S, L));
+    b.table("ts-table", Consumed.with(S, S).withTimestampExtractor(tableTime))
+        .toStream()
+        .to("ts-table-out", Produced.with(S, S));
+    return new Built(b.build(), List.of("ts-out", "ts-count", "ts-table-out"));
+  }
+
+  /**
+   * T9 stream-global-table joins: stream "g-clicks" values "user:item", global table "g-users";
+   * the key mapper takes the user (null for a null value or one without ':'); join v + "@" + u
+   * to "g-inner", leftJoin v + "@" + (u ?? "-") to "g-left".
+   */
+  private static Built t9() {
+    StreamsBuilder b = new StreamsBuilder();
+    GlobalKTable<String, String> users = b.globalTable("g-users", Consumed.with(S, S));
+    KStream<String, String> clicks = b.stream("g-clicks", Consumed.with(S, S));
+    KeyValueMapper<String, String, String> user =
+        (k, v) -> v == null || v.indexOf(':') < 0 ? null : v.substring(0, v.indexOf(':'));
+    clicks.join(users, user, (v, u) -> v + "@" + u).to("g-inner", Produced.with(S, S));
+    clicks.leftJoin(users, user, (v, u) -> v + "@" + (u == null ? "-" : u)).to("g-left", Produced.with(S, S));
+    return new Built(b.build(), List.of("g-inner", "g-left"));
+  }
+
+  /**
+   * T10 a join after a key change: stream "r-orders" values "user:amount" re-keyed by user
+   * (selectKey; the key for a null value), joined with table "r-users" (Kafka Streams inserts
+   * a repartition topic): v + "@" + u to "r-joined".
+   */
+  private static Built t10() {
+    StreamsBuilder b = new StreamsBuilder();
+    KTable<String, String> users = b.table("r-users", Consumed.with(S, S), Materialized.with(S, S));
+    b.stream("r-orders", Consumed.with(S, S))
+        .selectKey((k, v) -> v == null || v.indexOf(':') < 0 ? k : v.substring(0, v.indexOf(':')))
+        .join(users, (v, u) -> v + "@" + u, Joined.with(S, S, S))
+        .to("r-joined", Produced.with(S, S));
+    return new Built(b.build(), List.of("r-joined"));
+
   /** A window store's Materialized with String keys. */
   private static <V> Materialized<String, V, WindowStore<Bytes, byte[]>> windowStore(String name, Serde<V> values) {
     return Materialized.<String, V, WindowStore<Bytes, byte[]>>as(name).withKeySerde(S).withValueSerde(values);
@@ -183,11 +257,11 @@ final class Topologies {
   }
 
   /**
-   * T8 time windows: tumbling count (10 s, grace 5 s), hopping aggregate (30 s every 10 s,
+   * W1 time windows: tumbling count (10 s, grace 5 s), hopping aggregate (30 s every 10 s,
    * grace 10 s), tumbling reduce (10 s, no grace) of the non-null values; windowed keys
    * written with TimeWindowedSerde.
    */
-  private static Built t8() {
+  private static Built w1() {
     StreamsBuilder b = new StreamsBuilder();
     KStream<String, String> in = b.stream("win-in", Consumed.with(S, S));
     KGroupedStream<String, String> g = in.groupByKey(Grouped.with(S, S));
@@ -206,11 +280,11 @@ final class Topologies {
         .toStream()
         .to("tumble-reduce", Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), S));
     return new Built(b.build(), List.of("tumble-count", "hop-agg", "tumble-reduce",
-        changelog("T8", "tumble-count"), changelog("T8", "hop-agg"), changelog("T8", "tumble-reduce")));
+        changelog("W1", "tumble-count"), changelog("W1", "hop-agg"), changelog("W1", "tumble-reduce")));
   }
 
-  /** T9 sliding windows (10 s, grace 5 s): count and aggregate. */
-  private static Built t9() {
+  /** W2 sliding windows (10 s, grace 5 s): count and aggregate. */
+  private static Built w2() {
     StreamsBuilder b = new StreamsBuilder();
     KGroupedStream<String, String> g = b.stream("slide-in", Consumed.with(S, S)).groupByKey(Grouped.with(S, S));
     var w = g.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(5)));
@@ -221,11 +295,11 @@ final class Topologies {
         .toStream()
         .to("slide-agg", Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), S));
     return new Built(b.build(), List.of("slide-count", "slide-agg",
-        changelog("T9", "slide-count"), changelog("T9", "slide-agg")));
+        changelog("W2", "slide-count"), changelog("W2", "slide-agg")));
   }
 
-  /** T10 session windows (gap 5 s, grace 5 s): count and aggregate with a merger. */
-  private static Built t10() {
+  /** W3 session windows (gap 5 s, grace 5 s): count and aggregate with a merger. */
+  private static Built w3() {
     StreamsBuilder b = new StreamsBuilder();
     KGroupedStream<String, String> g = b.stream("sess-in", Consumed.with(S, S)).groupByKey(Grouped.with(S, S));
     var w = g.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofSeconds(5), Duration.ofSeconds(5)));
@@ -236,16 +310,16 @@ final class Topologies {
         .toStream()
         .to("session-agg", Produced.with(WindowedSerdes.sessionWindowedSerdeFrom(String.class), S));
     return new Built(b.build(), List.of("session-count", "session-agg",
-        changelog("T10", "session-count"), changelog("T10", "session-agg")));
+        changelog("W3", "session-count"), changelog("W3", "session-agg")));
   }
 
   /**
-   * T11 session windows as T10 with stores kept 2 minutes (Materialized.withRetention), so
+   * W4 session windows as W3 with stores kept 2 minutes (Materialized.withRetention), so
    * that no session expires from the store before the processor's grace check drops its
    * records: then Kafka Streams' record cache (which returns sessions from its read cache
    * after they expired in the store) changes nothing, and the cached output compares.
    */
-  private static Built t11() {
+  private static Built w4() {
     StreamsBuilder b = new StreamsBuilder();
     KGroupedStream<String, String> g = b.stream("sess-in", Consumed.with(S, S)).groupByKey(Grouped.with(S, S));
     var w = g.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofSeconds(5), Duration.ofSeconds(5)));
@@ -257,6 +331,6 @@ final class Topologies {
         .toStream()
         .to("session-agg-r", Produced.with(WindowedSerdes.sessionWindowedSerdeFrom(String.class), S));
     return new Built(b.build(), List.of("session-count-r", "session-agg-r",
-        changelog("T11", "session-count-r"), changelog("T11", "session-agg-r")));
+        changelog("W4", "session-count-r"), changelog("W4", "session-agg-r")));
   }
 }

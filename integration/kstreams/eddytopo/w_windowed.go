@@ -17,7 +17,7 @@ func show(v *string) string {
 	return *v
 }
 
-// timeWindows is T8: "win-in" → groupByKey → tumbling 10 s windows, grace 5 s → count →
+// timeWindows is W1: "win-in" → groupByKey → tumbling 10 s windows, grace 5 s → count →
 // "tumble-count"; hopping 30 s windows every 10 s, grace 10 s → aggregate("", agg + v +
 // ";") → "hop-agg"; the non-null values → tumbling 10 s windows, no grace → reduce(a + ","
 // + b) → "tumble-reduce". Keys are written with TimeWindowedSerde.
@@ -40,7 +40,7 @@ func timeWindows(opts ...stream.BuilderOption) (*topology.Topology, error) {
 	return b.Build()
 }
 
-// slidingWindows is T9: "slide-in" → groupByKey → sliding windows of 10 s, grace 5 s →
+// slidingWindows is W2: "slide-in" → groupByKey → sliding windows of 10 s, grace 5 s →
 // count → "slide-count"; aggregate("", agg + v + ";") → "slide-agg".
 func slidingWindows(opts ...stream.BuilderOption) (*topology.Topology, error) {
 	b := stream.NewBuilder(opts...)
@@ -54,14 +54,14 @@ func slidingWindows(opts ...stream.BuilderOption) (*topology.Topology, error) {
 	return b.Build()
 }
 
-// sessionWindows is T10: "sess-in" → groupByKey → sessions of gap 5 s, grace 5 s → count
+// sessionWindows is W3: "sess-in" → groupByKey → sessions of gap 5 s, grace 5 s → count
 // → "session-count"; aggregate("", agg + v + ";", merge a + b) → "session-agg". Keys are
 // written with SessionWindowedSerde.
 func sessionWindows(opts ...stream.BuilderOption) (*topology.Topology, error) {
 	return sessions("", 0, opts)
 }
 
-// sessionsRetained is T11: T10 with stores kept 2 minutes (stream.Retention), outputs
+// sessionsRetained is W4: W3 with stores kept 2 minutes (stream.Retention), outputs
 // and stores suffixed "-r".
 func sessionsRetained(opts ...stream.BuilderOption) (*topology.Topology, error) {
 	return sessions("-r", 2*time.Minute, opts)
