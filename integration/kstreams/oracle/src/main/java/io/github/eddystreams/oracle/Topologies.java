@@ -240,6 +240,7 @@ final class Topologies {
         .join(users, (v, u) -> v + "@" + u, Joined.with(S, S, S))
         .to("r-joined", Produced.with(S, S));
     return new Built(b.build(), List.of("r-joined"));
+  }
 
   /** A window store's Materialized with String keys. */
   private static <V> Materialized<String, V, WindowStore<Bytes, byte[]>> windowStore(String name, Serde<V> values) {
