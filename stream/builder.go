@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/eddy-streams/eddy/internal/cache"
 	"github.com/eddy-streams/eddy/processor"
@@ -116,6 +117,9 @@ func (b *Builder) nodeName(opts []Option, prefix string) string {
 	if o.store != "" || o.inMemory || o.withoutChangelog || o.withoutCaching {
 		b.fail("%s: Materialized, InMemory, WithoutChangelog and WithoutCaching apply to operations that make a table; this one keeps no store", name)
 	}
+	if o.retention != 0 {
+		b.fail("%s: Retention applies to windowed aggregations; this operation keeps no window store", name)
+	}
 	return name
 }
 
@@ -163,6 +167,7 @@ type options struct {
 	inMemory         bool
 	withoutChangelog bool
 	withoutCaching   bool
+	retention        time.Duration // window stores (Retention)
 }
 
 func collect(opts []Option) options {
