@@ -139,6 +139,7 @@ type tuning struct {
 	KreadFetch    int32         `json:",omitempty"` // changelog-kread: bytes per fetch (default 32 MiB, the restorer's)
 	CommitRecords int           `json:",omitempty"` // eddy Config.CommitRecords
 	PerTask       bool          `json:",omitempty"` // eddy Config.ProducerPerTask (rows named *-pertask)
+	Workers       int           `json:",omitempty"` // eddy Config.Workers (rows named *-w<N>)
 }
 
 func (t tuning) String() string {
@@ -148,6 +149,9 @@ func (t tuning) String() string {
 	}
 	if t.PerTask {
 		parts = append(parts, "producer-per-task")
+	}
+	if t.Workers > 0 {
+		parts = append(parts, fmt.Sprintf("workers=%d", t.Workers))
 	}
 	if t.Linger > 0 {
 		parts = append(parts, fmt.Sprintf("linger=%v", t.Linger))

@@ -41,9 +41,12 @@ type child struct {
 // startChild re-executes this command as a child of the given kind.
 func (e *env) startChild(kind, name string, spec childSpec) (*child, error) {
 	spec.Brokers = e.o.brokers
-	perTask := spec.Tune.PerTask // a row's own choice (rows named *-pertask)
+	perTask, workers := spec.Tune.PerTask, spec.Tune.Workers // a row's own choices
 	spec.Tune = e.o.tune
 	spec.Tune.PerTask = spec.Tune.PerTask || perTask
+	if workers > 0 {
+		spec.Tune.Workers = workers
+	}
 	if e.o.profileDir != "" && slices.Contains(e.o.profileRows, spec.Row) {
 		spec.ProfilePrefix = filepath.Join(e.o.profileDir, name)
 	}
