@@ -97,6 +97,10 @@ func (t *taskRunner) committedWork() {
 		t.committed.advance(topic, off)
 	}
 	t.eng.Committed()
+	if late := t.eng.LateRecords(); late > t.lateReported {
+		t.metrics.Dropped("late", late-t.lateReported)
+		t.lateReported = late
+	}
 	t.work.done()
 }
 

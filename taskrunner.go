@@ -59,6 +59,7 @@ type taskRunner struct {
 	initDone      bool
 	changelogs    map[string]string // store → changelog topic
 	logged        []string          // the stores whose changelog the open commit writes
+	lateReported  int64             // late records counted in eddy_dropped_records_total
 	sess          sarama.ConsumerGroupSession
 	partCounts    map[string]int32 // partition counts of output topics
 	purgeTopics   []string         // the repartition topics the task reads

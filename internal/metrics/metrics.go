@@ -28,6 +28,7 @@ type Metrics struct {
 	flushLatency     *prometheus.HistogramVec
 	badRecords       *prometheus.CounterVec
 	recreated        *prometheus.CounterVec
+	dropped          *prometheus.CounterVec
 }
 
 // Snapshot is what the runtime reports on each scrape: states and levels it keeps
@@ -107,11 +108,14 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 		badRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_bad_records_total", Help: "Input records that could not be deserialized, by what was done: skipped or dead_lettered.",
 		}, []string{"task", "topic", "action"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_dropped_records_total", Help: "Records dropped by a task's processors, by reason: late (after a window's grace period). Counted at commit; a replayed transaction's drops count again.",
+		}, []string{"task", "reason"}),
 		recreated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_store_files_recreated_total", Help: "Task store files found damaged (or untrustworthy after a machine crash), moved aside and rebuilt from the changelogs.",
 		}, []string{"task"}),
 	}
-	collectors := []prometheus.Collector{m.recreated,
+	collectors := []prometheus.Collector{m.recreated, m.dropped,
 		m.recordsProcessed, m.processLatency, m.commits, m.commitLatency, m.aborts, m.fenced,
 		m.restoreRemaining, m.restoreRate, m.restored, m.rebalances, m.flushKeys, m.flushLatency, m.badRecords,
 		&snapshotCollector{snapshot: snapshot},
@@ -224,6 +228,13 @@ func (t *Task) Restored(store string, records int64) {
 func (t *Task) StoreRecreated() {
 	if t != nil {
 		t.m.recreated.WithLabelValues(t.task).Inc()
+	}
+}
+
+// Dropped counts n records dropped for reason ("late").
+func (t *Task) Dropped(reason string, n int64) {
+	if t != nil && n > 0 {
+		t.m.dropped.WithLabelValues(t.task, reason).Add(float64(n))
 	}
 }
 
