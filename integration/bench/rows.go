@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -70,6 +71,7 @@ func rowTable() []*rowDef {
 		{name: "wc-alos-1s", group: "throughput", unit: "words", ceiling: "pipe-raw", desc: "eddy word count, at-least-once, commit 1 s", run: eddyRow("wordcount", false, sec)},
 		{name: "wc-eos-100ms", group: "throughput", unit: "words", ceiling: "pipe-txn", altCeiling: "pipe-txn-2hop", target: 0.70, desc: "eddy word count, exactly-once, commit 100 ms", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-100ms-pertask", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with a producer per task (Config.ProducerPerTask) instead of per worker", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-eos-100ms-w4", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with 4 workers (Config.Workers) instead of GOMAXPROCS", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-100ms-w8", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with 8 workers (Config.Workers) instead of GOMAXPROCS", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-1s", group: "throughput", unit: "words", ceiling: "pipe-txn-1s", desc: "eddy word count, exactly-once, commit 1 s", run: eddyRow("wordcount", true, sec)},
 		{name: "wc-dsl-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "eddy word count in the stream DSL (examples/wordcount/dsl), record caching on (10 MiB per task), exactly-once, commit 100 ms", run: eddyRow("wordcount-dsl", true, ms100)},
@@ -223,8 +225,10 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 			CommitInterval: interval, Topology: topo, ExactlyOnce: eos, StateDir: e.stateDir(id),
 		}
 		spec.Tune.PerTask = strings.HasSuffix(r.name, "-pertask")
-		if strings.HasSuffix(r.name, "-w8") {
-			spec.Tune.Workers = 8
+		if i := strings.LastIndex(r.name, "-w"); i > 0 {
+			if n, err := strconv.Atoi(r.name[i+2:]); err == nil {
+				spec.Tune.Workers = n
+			}
 		}
 		if topo == "wordcount-dsl-nocache" {
 			spec.Topology, spec.NoCaching = "wordcount-dsl", true
