@@ -473,13 +473,17 @@ func (t *taskRunner) prepareOnce(ctx context.Context) error {
 	if err := t.initProducer(ctx); err != nil {
 		return err
 	}
+	// The offsets record first: a store restored from its source topic stops at the
+	// committed input offset.
+	if _, err := t.readFloors(ctx); err != nil {
+		return err
+	}
 	if !t.storesCurrent {
 		if err := t.restore(ctx); err != nil {
 			return err
 		}
 	}
-	_, err := t.readFloors(ctx)
-	return err
+	return nil
 }
 
 // opContext bounds one producer operation (a commit, a flush) by time and by the
@@ -608,6 +612,7 @@ func (t *taskRunner) commit(ctx context.Context) error {
 			checkpoints[store] = off + 1
 		}
 	}
+	t.sourceCheckpoints(checkpoints)
 	flushBegan, dirty := time.Now(), t.set.Dirty()
 	// A bbolt write holds a page buffer per page it rewrites (random keys rewrite most
 	// of a store) and is CPU-bound: many tasks flushing at once are no faster than a few,
@@ -782,7 +787,7 @@ func (t *taskRunner) restore(ctx context.Context) error {
 	t.storesCurrent = false
 	for _, name := range t.set.Names() {
 		buf := t.set.Buffer(name)
-		if !buf.Logged() {
+		if !buf.Logged() && t.sourceStore(name) == nil {
 			continue
 		}
 		// Restores are CPU-bound (decoding, sorting, B+tree writes) and each holds a
@@ -807,7 +812,14 @@ func (t *taskRunner) restoreStore(ctx context.Context, buf *statestore.Buffer, n
 	r := *t.rt.restorer
 	r.Logger = t.logger
 	r.OnProgress = func(p changelog.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
-	res, err := r.Restore(ctx, buf.Backend(), name, t.changelogs[name], t.id.Partition)
+	topic := t.changelogs[name]
+	if st := t.sourceStore(name); st != nil {
+		var err error
+		if topic, err = t.restoreFromSource(ctx, &r, st); err != nil {
+			return err
+		}
+	}
+	res, err := r.Restore(ctx, buf.Backend(), name, topic, t.id.Partition)
 	t.metrics.Restored(name, res.Records)
 	if err != nil {
 		return fmt.Errorf("task %s: %w", t.id, err)

@@ -62,6 +62,16 @@ type Restorer struct {
 	// dir above FromEmpty.MaxBytes, and loads the store in key order at the end
 	// (statestore.BulkRestorer). Zero values are statestore's defaults.
 	FromEmpty statestore.BulkRestorerOptions
+	// Until, when HasUntil, ends the restore at that offset instead of the changelog's
+	// end: a store whose changelog is its task's source topic is restored up to the
+	// task's committed input offset, and the task processes the rest. A checkpoint above
+	// it (an at-least-once task whose offset commit was lost) leaves the store as it is.
+	Until    int64
+	HasUntil bool
+	// Convert, when set, makes each record into the store's entry (a source topic's
+	// records are not in the store's layout); skip drops the record, as does an error
+	// (a record the task could not read either).
+	Convert func(rec kread.Record) (key, value []byte, skip bool, err error)
 	// NoBulk restores from empty like a tail, in batched random-order writes that keep
 	// their progress when interrupted, at about a third of the speed (BENCHMARKS.md).
 	NoBulk bool
@@ -151,6 +161,14 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 	cp, ok, err := backend.Checkpoint(store)
 	if err != nil {
 		return res, fmt.Errorf("%w: store %q: read checkpoint: %w", ErrRestore, store, err)
+	}
+	if r.HasUntil && r.Until < end {
+		end = r.Until
+		if ok && cp > end && cp >= start {
+			logger.Warn("store is ahead of the committed input offset; keeping it", "checkpoint", cp, "committed", end)
+			res.From, res.To = cp, cp
+			return res, nil
+		}
 	}
 	if ok && cp > end && cp >= start {
 		// Either the changelog was recreated, or the store's own last commit has its
@@ -257,9 +275,17 @@ func (r *Restorer) Restore(ctx context.Context, backend statestore.Backend, stor
 			continue
 		}
 		empty = 0
-		entries := make([]statestore.Entry, len(batch))
-		for i, rec := range batch {
-			entries[i] = statestore.Entry{Key: rec.Key, Value: rec.Value}
+		entries := make([]statestore.Entry, 0, len(batch))
+		for _, rec := range batch {
+			if r.Convert == nil {
+				entries = append(entries, statestore.Entry{Key: rec.Key, Value: rec.Value})
+				continue
+			}
+			k, v, skip, err := r.Convert(rec)
+			if err != nil || skip {
+				continue
+			}
+			entries = append(entries, statestore.Entry{Key: k, Value: v})
 		}
 		if bulk != nil {
 			err = bulk.Add(entries, newNext)

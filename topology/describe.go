@@ -41,7 +41,10 @@ func (t *Topology) Describe() string {
 		}
 		for _, st := range s.Stores {
 			logged := "changelog: " + st.Name + "-changelog"
-			if !st.Logged {
+			switch {
+			case st.SourceTopic != "":
+				logged = "changelog: its source topic " + st.SourceTopic
+			case !st.Logged:
 				logged = "no changelog"
 			}
 			kind := "bbolt"
