@@ -564,6 +564,7 @@ func (t *taskRunner) commit(ctx context.Context) error {
 	if err := t.eng.Flush(); err != nil {
 		return err
 	}
+	t.reportCaches()
 	if t.pending == 0 && t.set.Dirty() == 0 && !t.producer.InTransaction() {
 		t.lastCommit = time.Now()
 		return nil
