@@ -55,6 +55,13 @@ func (t *Topology) Describe() string {
 			fmt.Fprintf(&sb, "      keys %s, values %s, serdes (%s, %s)\n", typeName(st.KeyType), typeName(st.ValueType), st.KeySerde, st.ValueSerde)
 		}
 	}
+	// Kafka Streams lists each global store as a sub-topology "for global store (will
+	// not generate tasks)"; eddy's have no nodes, so one line each.
+	for _, gs := range t.g.GlobalStores {
+		st := gs.Store
+		fmt.Fprintf(&sb, "\n   Global store: %s (topic: %s, read by every instance; no tasks, no changelog but its topic)\n", st.Name, gs.Topic)
+		fmt.Fprintf(&sb, "      keys %s, values %s, serdes (%s, %s)\n", typeName(st.KeyType), typeName(st.ValueType), st.KeySerde, st.ValueSerde)
+	}
 	return sb.String()
 }
 
