@@ -41,17 +41,9 @@ type App struct {
 	started atomic.Bool
 	rt      atomic.Pointer[runtime]
 	final   atomic.Pointer[State]
-	hooks   testHooks
-}
-
-// testHooks let eddy's own tests inject faults; see export_test.go.
-type testHooks struct {
-	// beforeCommit runs before a task commits; an error fails the commit as an
-	// abortable producer error would.
-	beforeCommit func(task processor.TaskID) error
-	// afterCommit runs after a task's transaction committed; an error makes the commit
-	// look as if its answer was lost (outcome unknown).
-	afterCommit func(task processor.TaskID) error
+	// commitSeam, if set, wraps every transaction's commit step; eddy's fault-injection
+	// tests set it (export_test.go).
+	commitSeam func(tasks func() []processor.TaskID, next commitFunc) commitFunc
 }
 
 // Sentinel errors.
@@ -80,7 +72,7 @@ func New(topo *topology.Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{topo: topo, g: topo.Graph(), cfg: c, sarama: sc}, nil
+	return &App{topo: topo, g: graph.Of(topo), cfg: c, sarama: sc}, nil
 }
 
 // Config returns the configuration with its defaults filled in.

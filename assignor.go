@@ -115,42 +115,8 @@ func sortedTasks(set map[processor.TaskID]bool) []processor.TaskID {
 
 // Plan implements sarama.BalanceStrategy; it runs on the group leader.
 func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
-	// The tasks: each sub-topology has as many as its source topics have partitions.
-	all := map[processor.TaskID]bool{}
-	for _, s := range a.graph.Subtopologies {
-		n := -1
-		for _, t := range s.AllSourceTopics(a.appID) {
-			parts, ok := topics[t]
-			if !ok {
-				continue
-			}
-			if n < 0 || len(parts) < n {
-				n = len(parts)
-			}
-		}
-		for p := 0; p < n; p++ {
-			all[processor.TaskID{Subtopology: s.ID, Partition: int32(p)}] = true
-		}
-	}
-	tasks := sortedTasks(all)
-	ids := make([]string, 0, len(members))
-	subs := map[string]subscriptionData{}
-	for id, m := range members {
-		ids = append(ids, id)
-		var sd subscriptionData
-		if len(m.UserData) > 0 {
-			if err := json.Unmarshal(m.UserData, &sd); err != nil {
-				// encoding/json fills what it could before the error: drop all of it,
-				// or a member's half-read claims would steer the plan.
-				sd = subscriptionData{}
-				if a.logf != nil {
-					a.logf("ignoring unreadable subscription data", "member", id, "error", err)
-				}
-			}
-		}
-		subs[id] = sd
-	}
-	sort.Strings(ids)
+	tasks := a.tasks(topics)
+	ids, subs := a.subscriptions(members)
 	assignment := assignTasks(tasks, ids, subs)
 
 	plan := sarama.BalanceStrategyPlan{}
@@ -178,6 +144,52 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	return plan, nil
 }
 
+// tasks lists the group's tasks, sorted: each sub-topology has as many as its source
+// topics have partitions (the fewest, if they differ).
+func (a *assignor) tasks(topics map[string][]int32) []processor.TaskID {
+	all := map[processor.TaskID]bool{}
+	for _, s := range a.graph.Subtopologies {
+		n := -1
+		for _, t := range s.AllSourceTopics(a.appID) {
+			parts, ok := topics[t]
+			if !ok {
+				continue
+			}
+			if n < 0 || len(parts) < n {
+				n = len(parts)
+			}
+		}
+		for p := 0; p < n; p++ {
+			all[processor.TaskID{Subtopology: s.ID, Partition: int32(p)}] = true
+		}
+	}
+	return sortedTasks(all)
+}
+
+// subscriptions returns the members' IDs, sorted, and their subscription data; an
+// unreadable one counts as empty.
+func (a *assignor) subscriptions(members map[string]sarama.ConsumerGroupMemberMetadata) ([]string, map[string]subscriptionData) {
+	ids := make([]string, 0, len(members))
+	subs := map[string]subscriptionData{}
+	for id, m := range members {
+		ids = append(ids, id)
+		var sd subscriptionData
+		if len(m.UserData) > 0 {
+			if err := json.Unmarshal(m.UserData, &sd); err != nil {
+				// encoding/json fills what it could before the error: drop all of it,
+				// or a member's half-read claims would steer the plan.
+				sd = subscriptionData{}
+				if a.logf != nil {
+					a.logf("ignoring unreadable subscription data", "member", id, "error", err)
+				}
+			}
+		}
+		subs[id] = sd
+	}
+	sort.Strings(ids)
+	return ids, subs
+}
+
 // assignTasks spreads tasks over members (sorted IDs): at most ceil(tasks/members)
 // each; first to the previous owner, then to a member holding the task's local state,
 // then to the least loaded member.
@@ -187,22 +199,7 @@ func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscri
 		return out
 	}
 	capacity := (len(tasks) + len(ids) - 1) / len(ids)
-	owner := map[processor.TaskID]string{}
-	holders := map[processor.TaskID][]string{}
-	for _, id := range ids {
-		for _, s := range subs[id].Owned {
-			if t, err := processor.ParseTaskID(s); err == nil {
-				if _, taken := owner[t]; !taken {
-					owner[t] = id
-				}
-			}
-		}
-		for _, s := range subs[id].State {
-			if t, err := processor.ParseTaskID(s); err == nil {
-				holders[t] = append(holders[t], id)
-			}
-		}
-	}
+	owner, holders := claims(ids, subs)
 	assigned := map[processor.TaskID]bool{}
 	give := func(id string, t processor.TaskID) bool {
 		if assigned[t] || len(out[id]) >= capacity {
@@ -224,9 +221,41 @@ func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscri
 			}
 		}
 	}
-	// The rest to the member with the fewest tasks of the same sub-topology, then the
-	// fewest in all: each sub-topology's tasks (and their state and load) spread out.
-	perSub := func(id string, sub int) int {
+	for _, t := range tasks {
+		if !assigned[t] {
+			give(leastLoaded(out, ids, capacity, t.Subtopology), t)
+		}
+	}
+	return out
+}
+
+// claims reads the members' subscriptions: the previous owner of each task (the first
+// member, in ID order, to claim it) and the members holding its local state.
+func claims(ids []string, subs map[string]subscriptionData) (owner map[processor.TaskID]string, holders map[processor.TaskID][]string) {
+	owner = map[processor.TaskID]string{}
+	holders = map[processor.TaskID][]string{}
+	for _, id := range ids {
+		for _, s := range subs[id].Owned {
+			if t, err := processor.ParseTaskID(s); err == nil {
+				if _, taken := owner[t]; !taken {
+					owner[t] = id
+				}
+			}
+		}
+		for _, s := range subs[id].State {
+			if t, err := processor.ParseTaskID(s); err == nil {
+				holders[t] = append(holders[t], id)
+			}
+		}
+	}
+	return owner, holders
+}
+
+// leastLoaded picks, among the members below capacity, the one with the fewest tasks of
+// sub-topology sub, then the fewest in all: each sub-topology's tasks (and their state
+// and load) spread out.
+func leastLoaded(out map[string][]processor.TaskID, ids []string, capacity, sub int) string {
+	perSub := func(id string) int {
 		n := 0
 		for _, t := range out[id] {
 			if t.Subtopology == sub {
@@ -235,27 +264,21 @@ func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscri
 		}
 		return n
 	}
-	for _, t := range tasks {
-		if assigned[t] {
+	best := ""
+	for _, id := range ids {
+		if len(out[id]) >= capacity {
 			continue
 		}
-		best := ""
-		for _, id := range ids {
-			if len(out[id]) >= capacity {
-				continue
-			}
-			if best == "" {
-				best = id
-				continue
-			}
-			ns, bs := perSub(id, t.Subtopology), perSub(best, t.Subtopology)
-			if ns < bs || (ns == bs && len(out[id]) < len(out[best])) {
-				best = id
-			}
+		if best == "" {
+			best = id
+			continue
 		}
-		give(best, t)
+		ns, bs := perSub(id), perSub(best)
+		if ns < bs || (ns == bs && len(out[id]) < len(out[best])) {
+			best = id
+		}
 	}
-	return out
+	return best
 }
 
 // AssignmentData implements sarama.BalanceStrategy: every member learns who owns which

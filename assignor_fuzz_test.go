@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -27,7 +28,7 @@ func FuzzSubscriptionUserData(f *testing.F) {
 	f.Add([]byte(`{"v":"x","owned":["0_0","0_1","0_2"]}`), []byte(`{"owned":["9_9","-1_0","0_99999999999","0_01"," 0_1"]}`), []byte(`null`))
 	f.Add([]byte(`{"owned":{"a":1},"state":["0_1"]}`), []byte(`[1,2]`), []byte("\xff"))
 	f.Fuzz(func(t *testing.T, d1, d2, d3 []byte) {
-		a := newAssignor(joinTopology(t).Graph(), "app")
+		a := newAssignor(graph.Of(joinTopology(t)), "app")
 		data := map[string][]byte{"m1": d1, "m2": d2, "m3": d3}
 		members := map[string]sarama.ConsumerGroupMemberMetadata{}
 		clean := map[string]sarama.ConsumerGroupMemberMetadata{}
@@ -74,7 +75,7 @@ func FuzzAssignmentUserData(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a := newAssignor(joinTopology(t).Graph(), "app")
+		a := newAssignor(graph.Of(joinTopology(t)), "app")
 		var gotHosts map[string][]string
 		var gotTasks []processor.TaskID
 		calls := 0

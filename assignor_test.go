@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
@@ -79,7 +80,7 @@ func fourPartitions(a *assignor) map[string][]int32 {
 }
 
 func TestAssignorCoPartitionsAndBalances(t *testing.T) {
-	a := newAssignor(joinTopology(t).Graph(), "app")
+	a := newAssignor(graph.Of(joinTopology(t)), "app")
 	members := map[string]sarama.ConsumerGroupMemberMetadata{
 		"m1": member(t, subscriptionData{Version: 1}),
 		"m2": member(t, subscriptionData{Version: 1}),
@@ -105,7 +106,7 @@ func TestAssignorCoPartitionsAndBalances(t *testing.T) {
 // With no history, each sub-topology's tasks spread over the members, rather than one
 // member getting every task of one sub-topology.
 func TestAssignorSpreadsEachSubtopology(t *testing.T) {
-	a := newAssignor(joinTopology(t).Graph(), "app")
+	a := newAssignor(graph.Of(joinTopology(t)), "app")
 	members := map[string]sarama.ConsumerGroupMemberMetadata{
 		"m1": member(t, subscriptionData{Version: 1}),
 		"m2": member(t, subscriptionData{Version: 1}),
@@ -126,7 +127,7 @@ func TestAssignorSpreadsEachSubtopology(t *testing.T) {
 }
 
 func TestAssignorIsSticky(t *testing.T) {
-	a := newAssignor(joinTopology(t).Graph(), "app")
+	a := newAssignor(graph.Of(joinTopology(t)), "app")
 	owned := map[string][]string{
 		"m1": {"0_0", "1_0", "0_1", "1_1"},
 		"m2": {"0_2", "1_2", "0_3", "1_3"},
@@ -164,7 +165,7 @@ func TestAssignorIsSticky(t *testing.T) {
 }
 
 func TestAssignorPrefersLocalState(t *testing.T) {
-	a := newAssignor(joinTopology(t).Graph(), "app")
+	a := newAssignor(graph.Of(joinTopology(t)), "app")
 	members := map[string]sarama.ConsumerGroupMemberMetadata{
 		"m1": member(t, subscriptionData{Version: 1}),
 		"m2": member(t, subscriptionData{Version: 1, State: []string{"1_0", "1_1", "1_2"}}),
@@ -186,7 +187,7 @@ func TestAssignorPrefersLocalState(t *testing.T) {
 }
 
 func TestAssignmentDataNamesHosts(t *testing.T) {
-	a := newAssignor(joinTopology(t).Graph(), "app")
+	a := newAssignor(graph.Of(joinTopology(t)), "app")
 	members := map[string]sarama.ConsumerGroupMemberMetadata{
 		"m1": member(t, subscriptionData{Version: 1, Host: "h1:80"}),
 		"m2": member(t, subscriptionData{Version: 1, Host: "h2:80"}),

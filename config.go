@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,12 +88,40 @@ type Config struct {
 	// time-based retention could delete them before they are read.
 	RepartitionPurgeInterval time.Duration
 	// ReplicationFactor of the internal topics eddy creates; default -1 (the broker's
-	// default.replication.factor).
+	// default.replication.factor, which is 1 unless the cluster sets it). On a
+	// production cluster use 3 (docs/operations.md, "Production cluster").
 	ReplicationFactor int16
+	// InternalTopicConfigs are topic configs for the internal topics eddy creates
+	// (changelogs, repartition topics), like Kafka Streams' "topic."-prefixed settings:
+	// e.g. {"min.insync.replicas": "2"} where the broker's default is lower. The configs
+	// eddy's correctness depends on (cleanup.policy, retention.ms, retention.bytes)
+	// cannot be set here. Topics that exist already are not changed.
+	InternalTopicConfigs map[string]string
 	// OnBadRecord: what to do with a record that cannot be deserialized; default
 	// FailOnBadRecord. DeadLetterTopic must exist when DeadLetterBadRecord is chosen.
 	OnBadRecord     BadRecordPolicy
 	DeadLetterTopic string
+	// MaxTaskIdle is how long a task whose input partitions are not all buffered waits
+	// for a record on an empty one before it processes the others past it, so that a
+	// join or window over two topics sees their records in timestamp order (Kafka
+	// Streams' max.task.idle.ms). A partition that stays empty delays its task once per
+	// silence, not at every record; the wait is checked every 100 ms at the least.
+	// Default 0: no wait. Kafka Streams' default 0 still waits for records it knows
+	// are on the broker and not fetched yet; eddy cannot tell them from transaction
+	// markers through sarama's claim, so set MaxTaskIdle where the order across
+	// topics matters.
+	MaxTaskIdle time.Duration
+	// Workers is the number of workers of an instance: each runs a share of the
+	// instance's tasks on one goroutine with one producer, and commits them in one
+	// transaction (Kafka Streams' exactly_once_v2 and num.stream.threads). Default:
+	// GOMAXPROCS. Ignored with ProducerPerTask.
+	Workers int
+	// ProducerPerTask gives every task its own goroutine and its own transactional
+	// producer, as eddy did before workers (and Kafka Streams' exactly_once "v1"): a
+	// zombie is fenced by the task's transactional ID. It costs a client, connections
+	// and a transaction per task per commit interval; see docs/architecture.md for when
+	// it may still be the right choice.
+	ProducerPerTask bool
 	// StoreNoSync skips the fsync of each store flush. Off by default: a flush then
 	// costs 1.2-1.8 times less (BENCHMARKS.md), but after a machine crash (not a process
 	// crash) every store that was open is rebuilt from its whole changelog instead of
@@ -120,6 +150,10 @@ type Config struct {
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("eddy: bad config")
 
+// reservedTopicConfigs are the internal topics' configs eddy sets itself
+// (changelog.ChangelogSpec, changelog.RepartitionSpec).
+var reservedTopicConfigs = []string{"cleanup.policy", "retention.ms", "retention.bytes"}
+
 var appIDPattern = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
 func configErr(setting, format string, args ...any) error {
@@ -128,60 +162,31 @@ func configErr(setting, format string, args ...any) error {
 
 // withDefaults checks c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
-	if c.ApplicationID == "" {
-		return c, configErr("ApplicationID", "required")
+	if err := c.checkAddresses(); err != nil {
+		return c, err
 	}
-	if !appIDPattern.MatchString(c.ApplicationID) || len(c.ApplicationID) > 200 {
-		return c, configErr("ApplicationID", "%q: use at most 200 letters, digits, '.', '_' and '-'", c.ApplicationID)
+	if err := c.commitDefaults(); err != nil {
+		return c, err
 	}
-	if len(c.Brokers) == 0 {
-		return c, configErr("Brokers", "required (host:port of at least one broker)")
+	if c.MaxTaskIdle < 0 {
+		return c, configErr("MaxTaskIdle", "%v is negative", c.MaxTaskIdle)
 	}
-	for _, b := range c.Brokers {
-		if i := strings.LastIndex(b, ":"); i <= 0 || i == len(b)-1 {
-			return c, configErr("Brokers", "%q is not host:port", b)
-		}
+	if c.Workers < 0 {
+		return c, configErr("Workers", "%d is negative", c.Workers)
 	}
-	switch c.Guarantee {
-	case ExactlyOnce, AtLeastOnce:
-	default:
-		return c, configErr("Guarantee", "unknown value %d", c.Guarantee)
-	}
-	if c.CommitInterval < 0 {
-		return c, configErr("CommitInterval", "%v is negative", c.CommitInterval)
-	}
-	if c.CommitInterval == 0 {
-		c.CommitInterval = 100 * time.Millisecond
-		if c.Guarantee == AtLeastOnce {
-			c.CommitInterval = time.Second
-		}
-	}
-	if c.CommitRecords < 0 {
-		return c, configErr("CommitRecords", "%d is negative", c.CommitRecords)
-	}
-	if c.CommitRecords == 0 {
-		c.CommitRecords = 10000
-	}
-	if c.TransactionTimeout < 0 {
-		return c, configErr("TransactionTimeout", "%v is negative", c.TransactionTimeout)
-	}
-	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = 10 * time.Second
-	}
-	if c.TransactionTimeout < time.Second {
-		return c, configErr("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
-	}
-	if c.RepartitionPurgeInterval < 0 {
-		return c, configErr("RepartitionPurgeInterval", "%v is negative", c.RepartitionPurgeInterval)
-	}
-	if c.RepartitionPurgeInterval == 0 {
-		c.RepartitionPurgeInterval = 30 * time.Second
+	if c.Workers == 0 {
+		c.Workers = goruntime.GOMAXPROCS(0)
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
 	}
 	if c.ReplicationFactor < -1 {
 		return c, configErr("ReplicationFactor", "%d: want -1 (broker default) or a positive count", c.ReplicationFactor)
+	}
+	for k := range c.InternalTopicConfigs {
+		if slices.Contains(reservedTopicConfigs, k) {
+			return c, configErr("InternalTopicConfigs", "%q is eddy's to set (changelogs are compacted and kept, repartition topics purged by eddy); remove it", k)
+		}
 	}
 	switch c.OnBadRecord {
 	case FailOnBadRecord, SkipBadRecord:
@@ -191,11 +196,6 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	default:
 		return c, configErr("OnBadRecord", "unknown value %d", c.OnBadRecord)
-	}
-	if c.AdvertisedAddr != "" {
-		if i := strings.LastIndex(c.AdvertisedAddr, ":"); i <= 0 || i == len(c.AdvertisedAddr)-1 {
-			return c, configErr("AdvertisedAddr", "%q is not host:port", c.AdvertisedAddr)
-		}
 	}
 	if err := c.Security.validate(); err != nil {
 		return c, err
@@ -207,6 +207,71 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	return c, nil
+}
+
+// checkAddresses checks the application ID, the brokers and the advertised address.
+func (c *Config) checkAddresses() error {
+	if c.ApplicationID == "" {
+		return configErr("ApplicationID", "required")
+	}
+	if !appIDPattern.MatchString(c.ApplicationID) || len(c.ApplicationID) > 200 {
+		return configErr("ApplicationID", "%q: use at most 200 letters, digits, '.', '_' and '-'", c.ApplicationID)
+	}
+	if len(c.Brokers) == 0 {
+		return configErr("Brokers", "required (host:port of at least one broker)")
+	}
+	for _, b := range c.Brokers {
+		if i := strings.LastIndex(b, ":"); i <= 0 || i == len(b)-1 {
+			return configErr("Brokers", "%q is not host:port", b)
+		}
+	}
+	if c.AdvertisedAddr != "" {
+		if i := strings.LastIndex(c.AdvertisedAddr, ":"); i <= 0 || i == len(c.AdvertisedAddr)-1 {
+			return configErr("AdvertisedAddr", "%q is not host:port", c.AdvertisedAddr)
+		}
+	}
+	return nil
+}
+
+// commitDefaults checks the guarantee and the commit settings and fills in their
+// defaults.
+func (c *Config) commitDefaults() error {
+	switch c.Guarantee {
+	case ExactlyOnce, AtLeastOnce:
+	default:
+		return configErr("Guarantee", "unknown value %d", c.Guarantee)
+	}
+	interval := 100 * time.Millisecond
+	if c.Guarantee == AtLeastOnce {
+		interval = time.Second
+	}
+	if err := defaultDuration("CommitInterval", &c.CommitInterval, interval); err != nil {
+		return err
+	}
+	if c.CommitRecords < 0 {
+		return configErr("CommitRecords", "%d is negative", c.CommitRecords)
+	}
+	if c.CommitRecords == 0 {
+		c.CommitRecords = 10000
+	}
+	if err := defaultDuration("TransactionTimeout", &c.TransactionTimeout, 10*time.Second); err != nil {
+		return err
+	}
+	if c.TransactionTimeout < time.Second {
+		return configErr("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
+	}
+	return defaultDuration("RepartitionPurgeInterval", &c.RepartitionPurgeInterval, 30*time.Second)
+}
+
+// defaultDuration refuses a negative duration and gives a zero one its default.
+func defaultDuration(setting string, d *time.Duration, def time.Duration) error {
+	if *d < 0 {
+		return configErr(setting, "%v is negative", *d)
+	}
+	if *d == 0 {
+		*d = def
+	}
+	return nil
 }
 
 // saramaConfig builds the base sarama configuration of the application.

@@ -23,9 +23,14 @@ import (
 // The broker fails a commit (EndTxn answers UNKNOWN_PRODUCER_ID, which sarama reports
 // as abortable): the task aborts, replays its input, and the output stays exact.
 func TestBrokerRejectedCommitIsAbortedAndReplayed(t *testing.T) {
+	forEachProducerModel(t, testBrokerRejectedCommitIsAbortedAndReplayed)
+}
+
+func testBrokerRejectedCommitIsAbortedAndReplayed(t *testing.T, perTask bool) {
 	b := kafkatest.Start(t)
 	c := kafkatest.Connect(t, "embedded", b.Addrs())
 	e := newWordCount(t, c, 2)
+	e.perTask = perTask
 	var rejected atomic.Int32
 	b.Kfake().ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		r := req.(*kmsg.EndTxnRequest)

@@ -282,9 +282,14 @@ func TestTransientInitFailureIsRetried(t *testing.T) {
 // committed offsets (a coordinator can answer stale ones, as this test's does) and
 // replay the transaction's input: that counted words twice.
 func TestUnknownCommitOutcomeTrustsTheOffsetsRecord(t *testing.T) {
+	forEachProducerModel(t, testUnknownCommitOutcomeTrustsTheOffsetsRecord)
+}
+
+func testUnknownCommitOutcomeTrustsTheOffsetsRecord(t *testing.T, perTask bool) {
 	b := kafkatest.Start(t)
 	c := kafkatest.Connect(t, "embedded", b.Addrs())
 	e := newWordCount(t, c, 1)
+	e.perTask = perTask
 	e.produce(t, 300)
 	app, err := eddy.New(e.topo, e.config(t))
 	if err != nil {

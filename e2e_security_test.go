@@ -3,6 +3,8 @@ package eddy_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -217,4 +219,46 @@ func (b *lockedBuffer) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Len()
+}
+
+// A broker that checks client certificates refuses one that expired in the TLS
+// handshake, and tells the client no more than a TLS alert ("bad certificate" from Go,
+// "unknown certificate" from Kafka's JSSE): Run stops fast with an error that says the
+// broker refused the client certificate, and why it would (it expired, and when).
+func TestRefusedClientCertificateIsNamed(t *testing.T) {
+	pki := newTestPKI(t)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pki.caPEM)
+	checking := *pki
+	checking.serverTLS = pki.serverTLS.Clone()
+	checking.serverTLS.ClientAuth = tls.VerifyClientCertIfGiven
+	checking.serverTLS.ClientCAs = pool
+	sasl := &eddy.SASL{Mechanism: eddy.SASLSCRAMSHA512, Username: "admin", Password: adminPassword}
+	expiredCert, expiredKey, err := pki.ca.Issue("eddy-client", x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newTestPKI(t)
+	strangerCert, strangerKey := other.issue(t, "stranger", x509.ExtKeyUsageClientAuth)
+	cases := []struct {
+		name       string
+		cert, key  []byte
+		want, also string
+	}{
+		{"expired", expiredCert, expiredKey, "the broker refused the client certificate", "CN=eddy-client expired at"},
+		{"signed by another CA", strangerCert, strangerKey, "the broker refused the client certificate", "that the broker trusts the CA"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := securedBroker(t, &checking).WithSarama(eddy.Security{SASL: sasl, TLS: &eddy.TLS{InsecureSkipVerifyCertificates: true}}.ApplyTo)
+			err, took := runFailing(t, c, eddy.Security{TLS: &eddy.TLS{CAPEM: pki.caPEM, CertPEM: tc.cert, KeyPEM: tc.key}, SASL: sasl})
+			t.Logf("Run after %v: %v", took, err)
+			if err == nil || took > failFast {
+				t.Fatalf("Run returned %v after %v, want a refusal within %v", err, took, failFast)
+			}
+			if !errors.Is(err, eddy.ErrNotAuthorized) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.also) {
+				t.Fatalf("error %q: want eddy.ErrNotAuthorized, %q and %q", err, tc.want, tc.also)
+			}
+		})
+	}
 }

@@ -114,6 +114,7 @@ type wcEnv struct {
 	topo         *topology.Topology
 	want         map[string]int64
 	linesWritten int
+	perTask      bool // Config.ProducerPerTask
 }
 
 func newWordCount(t *testing.T, c *kafkatest.Cluster, partitions int32) *wcEnv {
@@ -217,7 +218,14 @@ func (e *wcEnv) checkExactlyOnce(t *testing.T) {
 }
 
 func (e *wcEnv) config(t *testing.T) eddy.Config {
-	return eddy.Config{ApplicationID: e.appID, Brokers: e.c.Addrs(), StateDir: t.TempDir(), Logger: testLogger(t)}
+	return eddy.Config{ApplicationID: e.appID, Brokers: e.c.Addrs(), StateDir: t.TempDir(), Logger: testLogger(t), ProducerPerTask: e.perTask}
+}
+
+// forEachProducerModel runs test with a producer per worker (the default) and with a
+// producer per task (Config.ProducerPerTask): the commit and recovery paths differ.
+func forEachProducerModel(t *testing.T, test func(t *testing.T, perTask bool)) {
+	t.Run("workers", func(t *testing.T) { test(t, false) })
+	t.Run("producer-per-task", func(t *testing.T) { test(t, true) })
 }
 
 func TestWordCountEndToEnd(t *testing.T) {
@@ -239,8 +247,13 @@ func TestWordCountEndToEnd(t *testing.T) {
 }
 
 func TestTwoInstancesShareTasksAndTakeOver(t *testing.T) {
+	forEachProducerModel(t, testTwoInstancesShareTasksAndTakeOver)
+}
+
+func testTwoInstancesShareTasksAndTakeOver(t *testing.T, perTask bool) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
 		e := newWordCount(t, c, 4)
+		e.perTask = perTask
 		a := start(t, e.topo, e.config(t))
 		b := start(t, e.topo, e.config(t))
 		waitFor(t, time.Minute, "both instances to own tasks", func() (bool, error) {
@@ -509,6 +522,9 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, TransactionTimeout: time.Millisecond}, "TransactionTimeout"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, RepartitionPurgeInterval: -time.Second}, "RepartitionPurgeInterval"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, Sarama: func(c *sarama.Config) { c.Version = sarama.V2_0_0_0 }}, "Sarama"},
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, ReplicationFactor: -2}, "ReplicationFactor"},
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, InternalTopicConfigs: map[string]string{"cleanup.policy": "delete"}}, "InternalTopicConfigs"},
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, InternalTopicConfigs: map[string]string{"retention.ms": "1000"}}, "InternalTopicConfigs"},
 	}
 	for _, tc := range cases {
 		_, err := eddy.New(topo, tc.cfg)

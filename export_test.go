@@ -1,16 +1,55 @@
 package eddy
 
-import "github.com/eddy-streams/eddy/processor"
+import (
+	"context"
 
-// SetBeforeCommitHook makes every task commit call fn first; an error from fn fails
-// that commit the way an abortable producer error does. For fault-injection tests.
-func SetBeforeCommitHook(a *App, fn func(task processor.TaskID) error) {
-	a.hooks.beforeCommit = fn
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/txproducer"
+)
+
+// interpose adds a wrapper around every transaction's commit step.
+func interpose(a *App, wrap func(tasks func() []processor.TaskID, next commitFunc) commitFunc) {
+	prev := a.commitSeam
+	a.commitSeam = func(tasks func() []processor.TaskID, next commitFunc) commitFunc {
+		if prev != nil {
+			next = prev(tasks, next)
+		}
+		return wrap(tasks, next)
+	}
 }
 
-// SetAfterCommitHook makes every task commit call fn once its transaction committed; an
-// error from fn makes the commit look as if its EndTxn answer was lost: the outcome is
-// unknown to the task. For fault-injection tests.
+// SetBeforeCommitHook makes every commit call fn first for each task whose work the
+// transaction carries; an error from fn fails that commit the way an abortable producer
+// error does. For fault-injection tests.
+func SetBeforeCommitHook(a *App, fn func(task processor.TaskID) error) {
+	interpose(a, func(tasks func() []processor.TaskID, next commitFunc) commitFunc {
+		return func(ctx context.Context, offsets map[string]map[int32]int64) error {
+			for _, id := range tasks() {
+				if err := fn(id); err != nil {
+					return &txproducer.Error{Op: "commit (injected)", Class: txproducer.Abortable, Err: err}
+				}
+			}
+			return next(ctx, offsets)
+		}
+	})
+}
+
+// SetAfterCommitHook makes every commit call fn, for each task whose work the
+// transaction carries, once the transaction committed; an error from fn makes the commit
+// look as if its EndTxn answer was lost: the outcome is unknown. For fault-injection
+// tests.
 func SetAfterCommitHook(a *App, fn func(task processor.TaskID) error) {
-	a.hooks.afterCommit = fn
+	interpose(a, func(tasks func() []processor.TaskID, next commitFunc) commitFunc {
+		return func(ctx context.Context, offsets map[string]map[int32]int64) error {
+			if err := next(ctx, offsets); err != nil {
+				return err
+			}
+			for _, id := range tasks() {
+				if err := fn(id); err != nil {
+					return &txproducer.Error{Op: "commit (injected: answer lost)", Class: txproducer.Indefinite, Err: err}
+				}
+			}
+			return nil
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/statestore"
 )
@@ -39,7 +40,7 @@ const globalPoll = 100 * time.Millisecond
 type globalState struct {
 	rt      *runtime
 	stores  []*graph.GlobalStore
-	backend statestore.Backend
+	backend kvstore.Backend
 	logger  *slog.Logger
 	// next is, per store and partition, the offset to read next.
 	next map[string]map[int32]int64
@@ -57,7 +58,7 @@ func (rt *runtime) openGlobal() error {
 		return nil
 	}
 	dir := filepath.Join(rt.appDir, "global")
-	b, rep, err := statestore.OpenBoltReport(dir, statestore.BoltOptions{NoSync: rt.cfg.StoreNoSync, Logger: rt.logger})
+	b, rep, err := kvstore.OpenBoltReport(dir, kvstore.BoltOptions{NoSync: rt.cfg.StoreNoSync, Logger: rt.logger})
 	if err != nil {
 		return fmt.Errorf("eddy: open the global stores: %w", err)
 	}
@@ -69,7 +70,7 @@ func (rt *runtime) openGlobal() error {
 }
 
 // globalBackend is the backend tasks read the global stores from (nil: none).
-func (rt *runtime) globalBackend() statestore.Backend {
+func (rt *runtime) globalBackend() kvstore.Backend {
 	if rt.global == nil {
 		return nil
 	}
@@ -220,11 +221,11 @@ func (g *globalState) catchUpPartition(ctx context.Context, client sarama.Client
 	if from >= end {
 		return nil
 	}
-	var batch []statestore.Entry
+	var batch []kvstore.Entry
 	last := from
 	flush := func() error {
-		err := g.backend.Write(statestore.Batch{
-			Writes:      map[string][]statestore.Entry{gs.Store.Name: batch},
+		err := g.backend.Write(kvstore.Batch{
+			Writes:      map[string][]kvstore.Entry{gs.Store.Name: batch},
 			Checkpoints: map[string]int64{ckName: last},
 		})
 		batch = batch[:0]
@@ -237,7 +238,7 @@ func (g *globalState) catchUpPartition(ctx context.Context, client sarama.Client
 			return &globalRecordError{topic: gs.Topic, partition: p, offset: r.Offset, err: err}
 		}
 		if !skip {
-			batch = append(batch, statestore.Entry{Key: k, Value: v})
+			batch = append(batch, kvstore.Entry{Key: k, Value: v})
 		}
 		last = r.Offset + 1
 		if len(batch) >= 4096 {
@@ -278,7 +279,7 @@ func (g *globalState) catchUpAll(ctx context.Context, client sarama.Client, gs *
 
 // queryGlobal reads a global store for an interactive query: every instance holds every
 // key.
-func (rt *runtime) queryGlobal(st *graph.Store, read func(statestore.Backend) ([]byte, error)) ([]byte, error) {
+func (rt *runtime) queryGlobal(st *graph.Store, read func(kvstore.Backend) ([]byte, error)) ([]byte, error) {
 	g := rt.global
 	if g == nil {
 		return nil, fmt.Errorf("eddy: %w: %q", statestore.ErrUnknownStore, st.Name)

@@ -1,5 +1,14 @@
 package eddy
 
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/eddy-streams/eddy/processor"
+)
+
 // State is the state of an App, as /healthz and /readyz report it.
 type State string
 
@@ -33,6 +42,41 @@ const (
 
 func (s taskState) String() string {
 	return [...]string{"created", "restoring", "running", "suspended", "closed"}[s]
+}
+
+// next lists the states a task may go to from each state, as Kafka Streams' Task.State
+// does: a session restores (or skips restoring) then runs; it ends suspended, from
+// restoring when the rebalance came first; the next session restores again (a kept task
+// finds its stores current); closing ends every state.
+var next = [...][]taskState{
+	taskCreated:   {taskRestoring, taskClosed},
+	taskRestoring: {taskRunning, taskSuspended, taskClosed},
+	taskRunning:   {taskSuspended, taskClosed},
+	taskSuspended: {taskRestoring, taskClosed},
+	taskClosed:    nil,
+}
+
+// errIllegalTransition is a bug in the runtime: a task asked to go to a state it cannot
+// reach from its own. The application stops rather than run a task in a state nobody
+// planned for.
+var errIllegalTransition = errors.New("eddy: illegal task state transition (a bug in eddy; please report it)")
+
+// canBecome reports whether a task in state s may go to state to.
+func (s taskState) canBecome(to taskState) bool {
+	return slices.Contains(next[s], to)
+}
+
+// transition moves a task's state to to, checked against next.
+func transition(state *atomic.Int32, task processor.TaskID, to taskState) error {
+	for {
+		from := taskState(state.Load())
+		if !from.canBecome(to) {
+			return fmt.Errorf("%w: task %s from %s to %s", errIllegalTransition, task, from, to)
+		}
+		if state.CompareAndSwap(int32(from), int32(to)) {
+			return nil
+		}
+	}
 }
 
 // State returns the application's state.

@@ -3,6 +3,7 @@ package eddy
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -13,23 +14,17 @@ const inboxLimit = 4096
 
 // inbox buffers the records the claims of a task deliver, one queue per source topic
 // (the task's partition of it), and hands them to the task in timestamp order across
-// its partitions. It also knows, per topic, the offset up to which input is committed:
-// records below it are dropped (a claim may still deliver them after a recovery). That
-// offset never moves back within the task's life: the largest of the claim's start (the
-// group's committed offset, which a coordinator can answer stale), the task's own
-// commits and its offsets record.
+// its partitions. Records below the task's committed offsets are dropped (a claim may
+// still deliver them after a recovery).
 type inbox struct {
-	mu     sync.Mutex
-	queues map[string]*queue
-	list   []*queue // the queues in creation order, for pop's scan
-	// claimed holds the start offsets of this session's claims; starts the offsets the
-	// task committed in its life.
-	claimed map[string]int64
-	starts  map[string]int64
-	// floors are the offsets below which the task knows its input is committed, from
-	// its own record (see taskRunner.readFloors); they hold even when the group
-	// coordinator answers an older committed offset.
-	floors map[string]int64
+	mu        sync.Mutex
+	queues    map[string]*queue
+	list      []*queue // the queues in creation order, for pop's scan
+	committed *committedOffsets
+	// idle is how long the task waits for a record on an empty queue before processing
+	// the other queues past it (Config.MaxTaskIdle; 0: it does not wait).
+	idle   time.Duration
+	clock  func() time.Time
 	open   bool
 	notify chan struct{} // signalled when a record arrives
 }
@@ -41,29 +36,30 @@ type queue struct {
 	space    chan struct{} // signalled when a record leaves
 	position int64         // the offset after the last record handed out
 	hwm      func() int64  // the claim's high-water mark, for the lag metric
+	// emptySince is when the queue was first seen empty since its last record (zero:
+	// it has records), for the idle time.
+	emptySince time.Time
 }
 
-func newInbox() *inbox {
-	return &inbox{queues: map[string]*queue{}, claimed: map[string]int64{}, starts: map[string]int64{}, floors: map[string]int64{}, notify: make(chan struct{}, 1)}
+func newInbox(committed *committedOffsets, idle time.Duration) *inbox {
+	return &inbox{queues: map[string]*queue{}, committed: committed, idle: idle, clock: time.Now, notify: make(chan struct{}, 1)}
 }
 
-// reset empties the inbox for a new session and opens it. What the task committed stays.
+// reset empties the inbox for a new session and opens it.
 func (in *inbox) reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.queues = map[string]*queue{}
 	in.list = nil
-	in.claimed = map[string]int64{}
 	in.open = true
 }
 
-// forget drops what the task knows of topic's committed offset but the claim's start:
-// the topic was deleted and created anew, and offsets of the old one mean nothing.
-func (in *inbox) forget(topic string) {
+// notifyOn makes the inbox signal c when a record arrives (a worker running several
+// tasks waits on one channel for all of them).
+func (in *inbox) notifyOn(c chan struct{}) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	delete(in.starts, topic)
-	delete(in.floors, topic)
+	in.notify = c
 }
 
 // close drops everything and makes push a no-op, so claims never block on a task that
@@ -91,12 +87,11 @@ func (in *inbox) queue(topic string) *queue {
 	return q
 }
 
-// start records where the claim of topic starts: the committed offset; hwm reports the
-// claim's high-water mark.
+// start records where the claim of topic starts; hwm reports the claim's high-water
+// mark.
 func (in *inbox) start(topic string, offset int64, hwm func() int64) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.claimed[topic] = offset
 	q := in.queue(topic)
 	q.position, q.hwm = offset, hwm
 }
@@ -119,53 +114,6 @@ func (in *inbox) lag() map[string]int64 {
 	return out
 }
 
-// committed moves the committed offset of topic up to offset (never back).
-func (in *inbox) committed(topic string, offset int64) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if s, ok := in.starts[topic]; !ok || offset > s {
-		in.starts[topic] = offset
-	}
-}
-
-// setFloor records the offset below which topic's input is known to be committed (a
-// lower one than known is ignored).
-func (in *inbox) setFloor(topic string, offset int64) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if f, ok := in.floors[topic]; !ok || offset > f {
-		in.floors[topic] = offset
-	}
-}
-
-// floorOf returns the task's own record of topic's committed offset (negative: none).
-func (in *inbox) floorOf(topic string) int64 {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if f, ok := in.floors[topic]; ok {
-		return f
-	}
-	return -1
-}
-
-// startOf returns the committed offset of topic (negative: none yet): the largest of
-// the claim's start, the task's commits and its offsets record.
-func (in *inbox) startOf(topic string) int64 {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.startLocked(topic)
-}
-
-func (in *inbox) startLocked(topic string) int64 {
-	s := int64(-1)
-	for _, m := range [...]map[string]int64{in.claimed, in.starts, in.floors} {
-		if v, ok := m[topic]; ok && v > s {
-			s = v
-		}
-	}
-	return s
-}
-
 // push adds a record, waiting while its queue is full; it gives up when ctx ends.
 func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) {
 	for {
@@ -177,9 +125,10 @@ func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) {
 		q := in.queue(msg.Topic)
 		if len(q.msgs)-q.head < inboxLimit {
 			q.msgs = append(q.msgs, msg)
+			notify := in.notify
 			in.mu.Unlock()
 			select {
-			case in.notify <- struct{}{}:
+			case notify <- struct{}{}:
 			default:
 			}
 			return
@@ -195,25 +144,14 @@ func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) {
 }
 
 // pop returns the next record: the head with the smallest timestamp among the queues
-// (ties: by topic name), skipping records below the committed offset.
+// (ties: by topic name; see pick for the idle time), skipping records below the
+// committed offset.
 func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	now := in.clock()
 	for {
-		var best *queue
-		for _, q := range in.list {
-			if q.head >= len(q.msgs) {
-				continue
-			}
-			if best == nil {
-				best = q
-				continue
-			}
-			m, b := q.msgs[q.head], best.msgs[best.head]
-			if m.Timestamp.Before(b.Timestamp) || (m.Timestamp.Equal(b.Timestamp) && q.topic < best.topic) {
-				best = q
-			}
-		}
+		best := in.pick(now)
 		if best == nil {
 			return nil, false
 		}
@@ -230,12 +168,48 @@ func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
 		case best.space <- struct{}{}:
 		default:
 		}
-		if m.Offset < in.startLocked(best.topic) {
+		if m.Offset < in.committed.of(best.topic) {
 			continue
 		}
 		best.position = m.Offset + 1
 		return m, true
 	}
+}
+
+// pick returns the queue whose head has the smallest timestamp (ties: by topic name),
+// or nil when none may be processed now: all empty, or, with an idle time (Kafka
+// Streams' max.task.idle.ms), some queue empty for less than that while others have
+// records. A queue's wait starts when it is first seen empty and ends when a record
+// arrives; once it has waited the idle time the others are processed past it
+// ("enforced processing"), so a partition that stays silent delays the task once, not
+// at every record.
+func (in *inbox) pick(now time.Time) *queue {
+	var best *queue
+	waiting := false
+	for _, q := range in.list {
+		if q.head >= len(q.msgs) {
+			if in.idle > 0 {
+				if q.emptySince.IsZero() {
+					q.emptySince = now
+				}
+				waiting = waiting || now.Sub(q.emptySince) < in.idle
+			}
+			continue
+		}
+		q.emptySince = time.Time{}
+		if best == nil {
+			best = q
+			continue
+		}
+		m, b := q.msgs[q.head], best.msgs[best.head]
+		if m.Timestamp.Before(b.Timestamp) || (m.Timestamp.Equal(b.Timestamp) && q.topic < best.topic) {
+			best = q
+		}
+	}
+	if waiting {
+		return nil
+	}
+	return best
 }
 
 // detacher copies the bytes of consumed records out of their fetch responses. A

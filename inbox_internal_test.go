@@ -15,33 +15,35 @@ func msg(topic string, offset int64, ts int64) *sarama.ConsumerMessage {
 // The committed offset of a topic is the largest of the claim's start, the task's
 // commits and its offsets record, and it never moves back within the task's life: not
 // when a coordinator answers a stale offset to a later claim, not across sessions.
-func TestInboxStartNeverMovesBack(t *testing.T) {
-	in := newInbox()
-	in.reset()
-	in.start("a", 10, nil)
-	if got := in.startOf("a"); got != 10 {
+func TestCommittedOffsetsNeverMoveBack(t *testing.T) {
+	c := newCommittedOffsets()
+	if known := c.claim("a", 10); known != -1 {
+		t.Fatalf("first claim: known %d, want -1", known)
+	}
+	if got := c.of("a"); got != 10 {
 		t.Fatalf("after the claim: %d, want 10", got)
 	}
-	in.committed("a", 25)
-	in.committed("a", 20) // older: ignored
-	in.setFloor("a", 22)  // lower than what the task committed: no effect
-	if got := in.startOf("a"); got != 25 {
-		t.Fatalf("after commits 25 then 20 and a floor 22: %d, want 25", got)
+	c.advance("a", 25)
+	c.advance("a", 20) // older: ignored
+	if got := c.of("a"); got != 25 {
+		t.Fatalf("after commits 25 then 20: %d, want 25", got)
 	}
-	in.reset()            // a new session of the same task
-	in.start("a", 3, nil) // a coordinator answering a stale offset
-	if got := in.startOf("a"); got != 25 {
+	c.newSession() // a new session of the same task
+	if known := c.claim("a", 3); known != 25 {
+		t.Errorf("a stale claim: known %d, want 25 (for the warning)", known)
+	}
+	if got := c.of("a"); got != 25 {
 		t.Errorf("a new session's stale claim moved the start back to %d, want 25", got)
 	}
-	in.setFloor("a", 30)
-	if got := in.startOf("a"); got != 30 {
-		t.Errorf("floor 30: %d", got)
+	c.advance("a", 30)
+	if got := c.of("a"); got != 30 {
+		t.Errorf("record 30: %d", got)
 	}
-	in.forget("a") // the topic was recreated: only this session's claim counts
-	if got := in.startOf("a"); got != 3 {
+	c.forget("a") // the topic was recreated: only this session's claim counts
+	if got := c.of("a"); got != 3 {
 		t.Errorf("after forget: %d, want the claim's 3", got)
 	}
-	if got := in.startOf("unknown"); got != -1 {
+	if got := c.of("unknown"); got != -1 {
 		t.Errorf("a topic with no start: %d, want -1", got)
 	}
 }
@@ -49,11 +51,12 @@ func TestInboxStartNeverMovesBack(t *testing.T) {
 // pop hands out records in timestamp order across the task's partitions (ties by topic)
 // and drops those below the committed offset.
 func TestInboxPopOrdersAndSkipsCommitted(t *testing.T) {
-	in := newInbox()
+	c := newCommittedOffsets()
+	in := newInbox(c, 0)
 	in.reset()
 	in.start("a", 0, nil)
 	in.start("b", 0, nil)
-	in.committed("b", 2)
+	c.advance("b", 2)
 	ctx := context.Background()
 	for _, m := range []*sarama.ConsumerMessage{msg("a", 0, 5), msg("a", 1, 9), msg("a", 2, 9)} {
 		in.push(ctx, m)
@@ -87,7 +90,7 @@ func TestInboxPopOrdersAndSkipsCommitted(t *testing.T) {
 
 // A closed inbox drops pushes instead of blocking its claim.
 func TestInboxClosedDropsPushes(t *testing.T) {
-	in := newInbox()
+	in := newInbox(newCommittedOffsets(), 0)
 	in.reset()
 	in.close()
 	done := make(chan struct{})
@@ -104,5 +107,54 @@ func TestInboxClosedDropsPushes(t *testing.T) {
 	}
 	if _, ok := in.pop(); ok {
 		t.Error("a closed inbox handed out a record")
+	}
+}
+
+// With an idle time (Config.MaxTaskIdle, Kafka Streams' max.task.idle.ms) a task whose
+// other partition is empty waits up to that long before processing past it; a record
+// arriving there in time is processed in timestamp order; once the partition waited
+// the idle time, the others are processed past it until it gets a record again.
+func TestInboxIdleWaitsForAnEmptyPartition(t *testing.T) {
+	now := time.Unix(1000, 0)
+	in := newInbox(newCommittedOffsets(), 500*time.Millisecond)
+	in.clock = func() time.Time { return now }
+	in.reset()
+	in.start("a", 0, nil)
+	in.start("b", 0, nil)
+	ctx := context.Background()
+	in.push(ctx, msg("a", 0, 20))
+	if m, ok := in.pop(); ok {
+		t.Fatalf("b is empty and has not waited: popped %s@%d", m.Topic, m.Offset)
+	}
+	now = now.Add(300 * time.Millisecond)
+	in.push(ctx, msg("b", 0, 10)) // arrives within the idle time, older than a's head
+	if m, ok := in.pop(); !ok || m.Topic != "b" {
+		t.Fatalf("popped %v %v, want b's record first (timestamp order)", m, ok)
+	}
+	// b is empty again: a waits for it afresh, then goes on alone.
+	if _, ok := in.pop(); ok {
+		t.Fatal("b emptied again: a must wait")
+	}
+	now = now.Add(499 * time.Millisecond)
+	if _, ok := in.pop(); ok {
+		t.Fatal("popped before the idle time passed")
+	}
+	now = now.Add(time.Millisecond)
+	if m, ok := in.pop(); !ok || m.Topic != "a" {
+		t.Fatalf("after the idle time: %v %v, want a's record", m, ok)
+	}
+	in.push(ctx, msg("a", 1, 30))
+	if m, ok := in.pop(); !ok || m.Offset != 1 {
+		t.Fatalf("b still silent: a goes on without waiting again; got %v %v", m, ok)
+	}
+
+	// Without an idle time the task never waits.
+	in0 := newInbox(newCommittedOffsets(), 0)
+	in0.reset()
+	in0.start("a", 0, nil)
+	in0.start("b", 0, nil)
+	in0.push(ctx, msg("a", 0, 20))
+	if _, ok := in0.pop(); !ok {
+		t.Fatal("no idle time: a's record must be popped at once")
 	}
 }

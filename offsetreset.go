@@ -15,8 +15,8 @@ import (
 // claim of a partition without a committed offset starts at that policy's sentinel
 // (sarama.OffsetOldest, the claim's InitialOffset). For a topic whose source reads from
 // the latest offset, the claim's task then drops the records below the partition's end
-// as it was when the claim started: its inbox gets that end as a floor, below which it
-// hands nothing to the task (the records are fetched and dropped, not processed).
+// as it was when the claim started: that end becomes its committed offset, below which
+// the inbox hands nothing to the task (the records are fetched and dropped, not processed).
 
 // latestTopics lists the user topics whose source starts at the latest offset.
 func latestTopics(g *graph.Graph) map[string]bool {
@@ -47,5 +47,5 @@ func (rt *runtime) applyOffsetReset(t *taskRunner, topic string, partition int32
 		return
 	}
 	t.logger.Info("no committed offset: starting at the partition's end (offset reset latest)", "topic", topic, "partition", partition, "offset", end)
-	t.inbox.setFloor(topic, end)
+	t.committed.advance(topic, end)
 }

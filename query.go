@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/partition"
 	"github.com/eddy-streams/eddy/internal/serdes"
@@ -239,18 +240,18 @@ func (rt *runtime) locate(st *graph.Store, key []byte) (*taskRunner, string, err
 // queryGet reads a committed value of a local task's store.
 func (rt *runtime) queryGet(st *graph.Store, key []byte) ([]byte, error) {
 	if st.Global {
-		return rt.queryGlobal(st, func(b statestore.Backend) ([]byte, error) { return b.Get(st.Name, key) })
+		return rt.queryGlobal(st, func(b kvstore.Backend) ([]byte, error) { return b.Get(st.Name, key) })
 	}
 	t, _, err := rt.locate(st, key)
 	if err != nil {
 		return nil, err
 	}
-	return t.readCommitted(st.Name, func(b statestore.Backend) ([]byte, error) { return b.Get(st.Name, key) })
+	return t.readCommitted(st.Name, func(b kvstore.Backend) ([]byte, error) { return b.Get(st.Name, key) })
 }
 
 // readCommitted runs a read on a running task's backend, which holds exactly the
 // committed state.
-func (t *taskRunner) readCommitted(store string, read func(statestore.Backend) ([]byte, error)) ([]byte, error) {
+func (t *taskRunner) readCommitted(store string, read func(kvstore.Backend) ([]byte, error)) ([]byte, error) {
 	t.queryMu.RLock()
 	defer t.queryMu.RUnlock()
 	if taskState(t.state.Load()) != taskRunning || t.set == nil {
@@ -265,10 +266,10 @@ func (t *taskRunner) readCommitted(store string, read func(statestore.Backend) (
 
 // queryScan collects [from, to) of the store from every local task holding it, merged
 // in key order.
-func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]statestore.Entry, error) {
+func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]kvstore.Entry, error) {
 	if st.Global {
-		var out []statestore.Entry
-		_, err := rt.queryGlobal(st, func(b statestore.Backend) ([]byte, error) {
+		var out []kvstore.Entry
+		_, err := rt.queryGlobal(st, func(b kvstore.Backend) ([]byte, error) {
 			return nil, scanBackend(b, st.Name, from, to, &out)
 		})
 		return out, err
@@ -286,28 +287,28 @@ func (rt *runtime) queryScan(st *graph.Store, from, to []byte) ([]statestore.Ent
 			tasks = append(tasks, t)
 		}
 	}
-	var out []statestore.Entry
+	var out []kvstore.Entry
 	for _, t := range tasks {
-		_, err := t.readCommitted(st.Name, func(b statestore.Backend) ([]byte, error) {
+		_, err := t.readCommitted(st.Name, func(b kvstore.Backend) ([]byte, error) {
 			return nil, scanBackend(b, st.Name, from, to, &out)
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	statestore.SortEntries(out)
+	kvstore.SortEntries(out)
 	return out, nil
 }
 
 // scanBackend appends [from, to) of a store in b to out.
-func scanBackend(b statestore.Backend, store string, from, to []byte, out *[]statestore.Entry) error {
+func scanBackend(b kvstore.Backend, store string, from, to []byte, out *[]kvstore.Entry) error {
 	it, err := b.Iterate(store, from, to)
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	for it.Next() {
-		*out = append(*out, statestore.Entry{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
+		*out = append(*out, kvstore.Entry{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
 	}
 	return it.Err()
 }

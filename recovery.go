@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/txproducer"
 )
@@ -64,7 +65,7 @@ func classify(err error) recovery {
 	if errors.As(err, &pe) {
 		return fromProducer(pe.Class)
 	}
-	switch txproducer.Classify(err, 0) {
+	switch producer.Classify(err, 0) {
 	case txproducer.Fenced:
 		return taskMigrated
 	case txproducer.Fatal:

@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -223,6 +223,57 @@ func (t *TLS) config() (*tls.Config, error) {
 	return tc, nil
 }
 
+// certificateAlerts are the TLS alerts (as crypto/tls names them) a broker sends when
+// it refuses the client's certificate in the handshake.
+var certificateAlerts = []string{
+	"bad certificate", "unsupported certificate", "revoked certificate", "expired certificate",
+	"unknown certificate", "unknown certificate authority", "certificate required",
+}
+
+// certificateAlert returns the alert when err is a broker's TLS alert refusing the
+// client's certificate ("" otherwise). crypto/tls reports a received alert as a
+// *net.OpError with Op "remote error" and an unexported error type, so the alert is
+// told by its text.
+func certificateAlert(err error) string {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return ""
+	}
+	alert := strings.TrimPrefix(op.Err.Error(), "tls: ")
+	if slices.Contains(certificateAlerts, alert) {
+		return alert
+	}
+	return ""
+}
+
+// explainCertificateAlert says what a broker's refusal of the client's certificate
+// (alert) means for this configuration. The broker gives no reason beyond the alert
+// (Kafka's JSSE answers "unknown certificate" even for an expired one), so the
+// certificate is checked here for what can be told without the broker's trust store.
+func (t *TLS) explainCertificateAlert(alert string) string {
+	lead := fmt.Sprintf("the broker refused the client certificate in the TLS handshake (%s)", alert)
+	if t == nil {
+		return lead + ": it requires one (ssl.client.auth=required): set Security.TLS.CertFile and KeyFile"
+	}
+	tc, err := t.config()
+	if err != nil || len(tc.Certificates) == 0 {
+		return lead + ": it requires one (ssl.client.auth=required): set Security.TLS.CertFile and KeyFile"
+	}
+	cert, err := x509.ParseCertificate(tc.Certificates[0].Certificate[0])
+	if err != nil {
+		return lead
+	}
+	now := time.Now()
+	switch {
+	case now.After(cert.NotAfter):
+		return fmt.Sprintf("%s: the certificate %s expired at %s; renew it", lead, cert.Subject, cert.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(cert.NotBefore):
+		return fmt.Sprintf("%s: the certificate %s is valid only from %s (check the clocks)", lead, cert.Subject, cert.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("%s: the certificate %s (issued by %s, valid until %s) is in date: check that the broker trusts the CA that signed it (ssl.truststore) and that it allows client authentication (extended key usage)",
+		lead, cert.Subject, cert.Issuer, cert.NotAfter.UTC().Format(time.RFC3339))
+}
+
 // tokenProvider adapts a TokenSource to sarama.
 type tokenProvider func(ctx context.Context) (string, error)
 
@@ -255,90 +306,6 @@ func (c *scramClient) Step(challenge string) (string, error) { return c.conv.Ste
 
 func (c *scramClient) Done() bool { return c.conv.Done() }
 
-// String describes s without its secrets, like
-// "TLS(CA file /etc/ca.pem, client certificate) SASL(SCRAM-SHA-512 user app, password redacted)".
-func (s Security) String() string {
-	var parts []string
-	if s.TLS != nil {
-		parts = append(parts, s.TLS.String())
-	}
-	if s.SASL != nil {
-		parts = append(parts, s.SASL.String())
-	}
-	if len(parts) == 0 {
-		return "plaintext"
-	}
-	return strings.Join(parts, " ")
-}
-
-// GoString is String: %#v must not print the secrets either.
-func (s Security) GoString() string { return s.String() }
-
-// LogValue logs s without its secrets.
-func (s Security) LogValue() slog.Value { return slog.StringValue(s.String()) }
-
-// MarshalJSON writes String, so that JSON logs of a Config leak nothing.
-func (s Security) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
-
-func (t TLS) String() string {
-	var parts []string
-	switch {
-	case t.CAFile != "":
-		parts = append(parts, "CA file "+t.CAFile)
-	case len(t.CAPEM) > 0:
-		parts = append(parts, "CA PEM")
-	default:
-		parts = append(parts, "system CAs")
-	}
-	if t.CertFile != "" {
-		parts = append(parts, "client certificate "+t.CertFile)
-	} else if len(t.CertPEM) > 0 {
-		parts = append(parts, "client certificate PEM")
-	}
-	if t.KeyFile != "" || len(t.KeyPEM) > 0 {
-		parts = append(parts, "key redacted")
-	}
-	if t.ServerName != "" {
-		parts = append(parts, "server name "+t.ServerName)
-	}
-	if t.InsecureSkipVerifyCertificates {
-		parts = append(parts, "INSECURE: certificates not verified")
-	}
-	return "TLS(" + strings.Join(parts, ", ") + ")"
-}
-
-// GoString is String: %#v must not print the key.
-func (t TLS) GoString() string { return t.String() }
-
-// LogValue logs t without the key.
-func (t TLS) LogValue() slog.Value { return slog.StringValue(t.String()) }
-
-// MarshalJSON writes String.
-func (t TLS) MarshalJSON() ([]byte, error) { return json.Marshal(t.String()) }
-
-func (a SASL) String() string {
-	parts := []string{string(a.Mechanism)}
-	if a.Username != "" {
-		parts = append(parts, "user "+a.Username)
-	}
-	if a.Password != "" {
-		parts = append(parts, "password redacted")
-	}
-	if a.TokenSource != nil {
-		parts = append(parts, "token source")
-	}
-	return "SASL(" + strings.Join(parts, ", ") + ")"
-}
-
-// GoString is String: %#v must not print the password.
-func (a SASL) GoString() string { return a.String() }
-
-// LogValue logs a without the password.
-func (a SASL) LogValue() slog.Value { return slog.StringValue(a.String()) }
-
-// MarshalJSON writes String.
-func (a SASL) MarshalJSON() ([]byte, error) { return json.Marshal(a.String()) }
-
 // ErrNotAuthorized is wrapped by the error Run returns when a broker refused the
 // application's principal an operation (a missing ACL) or refused its credentials.
 // The message names the ACL to grant; the broker's error stays in the chain
@@ -365,6 +332,8 @@ func (c Config) explainRefusal(err error) error {
 		need = "the principal needs an operation on the cluster: CREATE (or CREATE on the topics with the application's prefix) to create internal topics, IDEMPOTENT_WRITE on brokers before Kafka 3.0"
 	case errors.Is(err, sarama.ErrSASLAuthenticationFailed):
 		need = "the broker refused the credentials: check Security.SASL (mechanism, username, password or token)"
+	case certificateAlert(err) != "":
+		need = c.Security.TLS.explainCertificateAlert(certificateAlert(err))
 	default:
 		return err
 	}

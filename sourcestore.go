@@ -1,12 +1,11 @@
 package eddy
 
 import (
-	"context"
 	"fmt"
 
-	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/internal/restore"
 )
 
 // Stores whose changelog is their source topic (topology.ChangelogFromSource: a table
@@ -35,7 +34,7 @@ func (t *taskRunner) sourceCheckpoints(checkpoints map[string]int64) {
 		if st.SourceTopic == "" {
 			continue
 		}
-		if off, ok := t.consumed[st.SourceTopic]; ok {
+		if off, ok := t.work.consumed[st.SourceTopic]; ok {
 			checkpoints[st.Name] = off
 		}
 	}
@@ -45,16 +44,14 @@ func (t *taskRunner) sourceCheckpoints(checkpoints map[string]int64) {
 // committed input offset (the largest of the group's and the task's own record; none
 // committed: the topic's start, nothing to restore), each record made into the store's
 // entry.
-func (t *taskRunner) restoreFromSource(ctx context.Context, r *changelog.Restorer, st *graph.Store) (string, error) {
+func (t *taskRunner) restoreFromSource(r *restore.Restorer, st *graph.Store) (string, error) {
 	topic := st.SourceTopic
-	committed := t.inbox.startOf(topic)
-	offs, err := t.rt.admin.ListConsumerGroupOffsets(t.rt.cfg.ApplicationID, map[string][]int32{topic: {t.id.Partition}})
+	committed := t.committed.of(topic)
+	group, err := t.host.groupOffset(topic, t.id.Partition)
 	if err != nil {
 		return "", fmt.Errorf("task %s: committed offset of %s/%d: %w", t.id, topic, t.id.Partition, err)
 	}
-	if b := offs.GetBlock(topic, t.id.Partition); b != nil && b.Offset > committed {
-		committed = b.Offset
-	}
+	committed = max(committed, group)
 	if committed < 0 {
 		committed = 0
 	}
@@ -63,4 +60,15 @@ func (t *taskRunner) restoreFromSource(ctx context.Context, r *changelog.Restore
 		return st.FromSource(graph.RawRecord{Topic: topic, Partition: t.id.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp})
 	}
 	return topic, nil
+}
+
+// hasSourceStores reports whether the task has a store restored from its source topic,
+// whose checkpoint moves with every commit that consumed the topic.
+func (t *taskRunner) hasSourceStores() bool {
+	for _, st := range t.sub.Stores {
+		if st.SourceTopic != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/topicspec"
 	"github.com/eddy-streams/eddy/topology"
 )
 
@@ -60,6 +61,9 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 	if err := rt.ensureInternal(ctx, specs); err != nil {
 		return err
 	}
+	if err := rt.checkTopicAccess(topicAccessNeeded(rt.g, rt.cfg, specs)); err != nil {
+		return err
+	}
 	rt.partsMu.Lock()
 	for t, n := range counts {
 		rt.partitions[t] = n
@@ -71,14 +75,38 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 	return nil
 }
 
+// refreshCreated refreshes the client's metadata of topics just created, waiting (up
+// to createdTopicsTimeout) while the broker asked answers that it does not know them:
+// on a cluster of several brokers it can learn of a topic after the controller reported
+// it created (three-node Kafka 4.1.1, under load: an instance stopped with "<app>-sum-
+// changelog: Request was for a topic or partition that does not exist on this broker",
+// sarama's own retries, 3 at 250 ms, having passed).
+func refreshCreated(ctx context.Context, client sarama.Client, topics []string) error {
+	deadline := time.Now().Add(createdTopicsTimeout)
+	for {
+		err := client.RefreshMetadata(topics...)
+		if err == nil || !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// createdTopicsTimeout bounds refreshCreated.
+const createdTopicsTimeout = 30 * time.Second
+
 // planInternalTopics checks the partition counts of a topology's user topics (counts,
 // as the cluster has them) and plans its internal topics, sorted by name: a changelog
 // per logged store and the offsets record's topic per sub-topology, one partition per
 // task; repartition topics sized as Kafka Streams sizes them (WithPartitions, else the
 // count of the sub-topology that reads them beside user topics, else that of the one
 // that writes them). It does no I/O.
-func planInternalTopics(topo *topology.Topology, appID string, counts map[string]int32) ([]changelog.TopicSpec, error) {
-	g := topo.Graph()
+func planInternalTopics(topo *topology.Topology, appID string, counts map[string]int32) ([]topicspec.Spec, error) {
+	g := graph.Of(topo)
 	// Topics joined by key (the DSL declares them) must be co-partitioned; the error
 	// names both topics. Internal topics of a group are sized below, so only the user
 	// topics are compared here.
@@ -95,7 +123,38 @@ func planInternalTopics(topo *topology.Topology, appID string, counts map[string
 			}
 		}
 	}
-	// Task counts from user source topics.
+	tasks, err := userTaskCounts(g, counts)
+	if err != nil {
+		return nil, err
+	}
+	repParts, err := sizeRepartitions(g, appID, tasks)
+	if err != nil {
+		return nil, err
+	}
+	var specs []topicspec.Spec
+	for _, s := range g.Subtopologies {
+		n, ok := tasks[s.ID]
+		if !ok {
+			return nil, fmt.Errorf("eddy: cannot tell the partition count of sub-topology %d: give its repartition topics WithPartitions", s.ID)
+		}
+		for _, st := range s.Stores {
+			if st.Logged {
+				specs = append(specs, topicspec.Changelog(appID, st.Name, n))
+			}
+		}
+		// The tasks' own record of the input offsets each transaction commits.
+		specs = append(specs, topicspec.Changelog(appID, names.OffsetsStore(s.ID), n))
+	}
+	for r, n := range repParts {
+		specs = append(specs, topicspec.Repartition(appID, r, n))
+	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	return specs, nil
+}
+
+// userTaskCounts returns the task count of every sub-topology that reads user topics:
+// their partition count, which must be the same for all of them.
+func userTaskCounts(g *graph.Graph, counts map[string]int32) (map[int]int32, error) {
 	tasks := map[int]int32{}
 	for _, s := range g.Subtopologies {
 		var first string
@@ -110,8 +169,15 @@ func planInternalTopics(topo *topology.Topology, appID string, counts map[string
 			}
 		}
 	}
-	// Repartition topics: explicit counts, else the count of the sub-topology reading
-	// them alongside user topics, else that of the sub-topology writing them.
+	return tasks, nil
+}
+
+// sizeRepartitions sizes the repartition topics as Kafka Streams' RepartitionTopics
+// does: explicit counts, else the count of the sub-topology reading them alongside user
+// topics, else that of the sub-topology writing them; it completes tasks with the
+// counts of sub-topologies that read only repartition topics, repeating until every
+// chain of repartitions is sized.
+func sizeRepartitions(g *graph.Graph, appID string, tasks map[int]int32) (map[string]int32, error) {
 	repParts := map[string]int32{}
 	writer := map[string]*graph.Subtopology{}
 	for _, s := range g.Subtopologies {
@@ -136,36 +202,20 @@ func planInternalTopics(topo *topology.Topology, appID string, counts map[string
 						}
 					}
 				}
-				if n, ok := repParts[r]; ok {
-					if cur, ok := tasks[s.ID]; !ok {
-						tasks[s.ID] = n
-					} else if cur != n {
-						return nil, fmt.Errorf("%w: sub-topology %d reads repartition topic %q with %d partitions but its other sources have %d",
-							ErrPartitionMismatch, s.ID, changelog.RepartitionTopicName(appID, r), n, cur)
-					}
+				n, ok := repParts[r]
+				if !ok {
+					continue
+				}
+				if cur, ok := tasks[s.ID]; !ok {
+					tasks[s.ID] = n
+				} else if cur != n {
+					return nil, fmt.Errorf("%w: sub-topology %d reads repartition topic %q with %d partitions but its other sources have %d",
+						ErrPartitionMismatch, s.ID, changelog.RepartitionTopicName(appID, r), n, cur)
 				}
 			}
 		}
 	}
-	var specs []changelog.TopicSpec
-	for _, s := range g.Subtopologies {
-		n, ok := tasks[s.ID]
-		if !ok {
-			return nil, fmt.Errorf("eddy: cannot tell the partition count of sub-topology %d: give its repartition topics WithPartitions", s.ID)
-		}
-		for _, st := range s.Stores {
-			if st.Logged {
-				specs = append(specs, changelog.ChangelogSpec(appID, st.Name, n))
-			}
-		}
-		// The tasks' own record of the input offsets each transaction commits.
-		specs = append(specs, changelog.ChangelogSpec(appID, names.OffsetsStore(s.ID), n))
-	}
-	for r, n := range repParts {
-		specs = append(specs, changelog.RepartitionSpec(appID, r, n))
-	}
-	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
-	return specs, nil
+	return repParts, nil
 }
 
 func keys[V any](m map[string]V) []string {
@@ -216,8 +266,22 @@ func (rt *runtime) describe(ctx context.Context, topics []string) (map[string]in
 	return nil, fmt.Errorf("eddy: describe topics %v: %w", topics, lastErr)
 }
 
+// internalTopicDetail is how an internal topic is created: its spec's partitions and
+// configs, the configured replication factor, and Config.InternalTopicConfigs (which
+// cannot name the spec's own configs: withDefaults refuses them).
+func internalTopicDetail(s topicspec.Spec, cfg Config) *sarama.TopicDetail {
+	entries := map[string]*string{}
+	for k, v := range cfg.InternalTopicConfigs {
+		entries[k] = &v
+	}
+	for k, v := range s.Configs {
+		entries[k] = &v
+	}
+	return &sarama.TopicDetail{NumPartitions: s.Partitions, ReplicationFactor: cfg.ReplicationFactor, ConfigEntries: entries}
+}
+
 // ensureInternal creates the missing internal topics and checks the existing ones.
-func (rt *runtime) ensureInternal(ctx context.Context, specs []changelog.TopicSpec) error {
+func (rt *runtime) ensureInternal(ctx context.Context, specs []topicspec.Spec) error {
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name
@@ -235,11 +299,7 @@ func (rt *runtime) ensureInternal(ctx context.Context, specs []changelog.TopicSp
 			}
 			continue
 		}
-		entries := map[string]*string{}
-		for k, v := range s.Configs {
-			entries[k] = &v
-		}
-		err := rt.admin.CreateTopic(s.Name, &sarama.TopicDetail{NumPartitions: s.Partitions, ReplicationFactor: rt.cfg.ReplicationFactor, ConfigEntries: entries}, false)
+		err := rt.admin.CreateTopic(s.Name, internalTopicDetail(s, rt.cfg), false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 			return fmt.Errorf("eddy: create internal topic %q: %w", s.Name, err)
 		}
@@ -262,7 +322,7 @@ func (rt *runtime) ensureInternal(ctx context.Context, specs []changelog.TopicSp
 					return fmt.Errorf("%w: internal topic %q has %d partitions, want %d", ErrPartitionMismatch, s.Name, n, s.Partitions)
 				}
 			}
-			return rt.client.RefreshMetadata(created...)
+			return refreshCreated(ctx, rt.client, created)
 		}
 		if attempt > 40 {
 			return fmt.Errorf("eddy: internal topics %v still not visible after creation", created)

@@ -1,12 +1,17 @@
 package eddy
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/topicspec"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
@@ -109,4 +114,89 @@ func TestPlanInternalTopicsRefusesUnequalSources(t *testing.T) {
 	if !errors.Is(err, ErrPartitionMismatch) || !strings.Contains(err.Error(), `"a" (4 partitions)`) {
 		t.Fatalf("err = %v; want ErrPartitionMismatch naming a and its count", err)
 	}
+}
+
+// An internal topic is created with the configured replication factor, the user's
+// InternalTopicConfigs (min.insync.replicas for a production cluster) and its own
+// configs.
+func TestInternalTopicDetail(t *testing.T) {
+	cfg, err := Config{
+		ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: 3,
+		InternalTopicConfigs: map[string]string{"min.insync.replicas": "2", "compression.type": "lz4"},
+	}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := topicspec.Changelog("app", "counts", 4)
+	d := internalTopicDetail(spec, cfg)
+	if d.NumPartitions != 4 || d.ReplicationFactor != 3 {
+		t.Errorf("partitions %d, replication factor %d; want 4 and 3", d.NumPartitions, d.ReplicationFactor)
+	}
+	got := map[string]string{}
+	for k, v := range d.ConfigEntries {
+		got[k] = *v
+	}
+	want := map[string]string{"min.insync.replicas": "2", "compression.type": "lz4", "cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1"}
+	if !maps.Equal(got, want) {
+		t.Errorf("configs %v, want %v", got, want)
+	}
+	// The default leaves the replication factor to the broker.
+	cfg, err = Config{ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := internalTopicDetail(spec, cfg); d.ReplicationFactor != -1 || len(d.ConfigEntries) != len(spec.Configs) {
+		t.Errorf("default: replication factor %d, %d configs; want -1 and the spec's %d", d.ReplicationFactor, len(d.ConfigEntries), len(spec.Configs))
+	}
+}
+
+// unawareClient is a sarama.Client whose metadata refreshes answer, the first
+// unknownFor times, that a topic does not exist: a broker of a cluster that has not yet
+// learned of a topic the controller created.
+type unawareClient struct {
+	sarama.Client
+	unknownFor, calls int
+}
+
+func (c *unawareClient) RefreshMetadata(topics ...string) error {
+	c.calls++
+	if c.calls <= c.unknownFor {
+		return fmt.Errorf("%s: %w", topics[0], sarama.ErrUnknownTopicOrPartition)
+	}
+	return nil
+}
+
+// On three-node Kafka 4.1.1 an instance stopped with "<app>-sum-changelog: Request was
+// for a topic or partition that does not exist on this broker" right after it created
+// its internal topics: the broker its client asked had not yet learned of them, and
+// sarama's own retries (3, 250 ms apart) had passed. The refresh after creating must
+// wait for the broker to learn of them, and give up only on another error.
+func TestRefreshCreatedWaitsForTheBrokerToKnowTheTopics(t *testing.T) {
+	c := &unawareClient{unknownFor: 5}
+	if err := refreshCreated(context.Background(), c, []string{"app-sum-changelog"}); err != nil {
+		t.Fatalf("refresh: %v after %d calls; want it to wait until the broker knows the topic", err, c.calls)
+	}
+	if c.calls != 6 {
+		t.Errorf("%d refreshes, want 6", c.calls)
+	}
+	other := &failingClient{err: sarama.ErrTopicAuthorizationFailed}
+	if err := refreshCreated(context.Background(), other, []string{"t"}); !errors.Is(err, sarama.ErrTopicAuthorizationFailed) || other.calls != 1 {
+		t.Errorf("another error: %v after %d calls, want it at once", err, other.calls)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := refreshCreated(ctx, &unawareClient{unknownFor: 1 << 30}, []string{"t"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended context: %v", err)
+	}
+}
+
+type failingClient struct {
+	sarama.Client
+	err   error
+	calls int
+}
+
+func (c *failingClient) RefreshMetadata(...string) error {
+	c.calls++
+	return c.err
 }

@@ -1,26 +1,22 @@
-// Package changelog names and specifies the internal topics of an application and
-// restores stores from their changelogs.
+// Package changelog is what a user or an operator reads of eddy's internal topics: their
+// names, what a store's restore did, and the errors a restore can fail with.
 //
 // Every logged store has a compacted changelog topic, <applicationID>-<store>-changelog,
 // with one partition per task: partition p holds the changes of the store in task
 // <subtopology>_p. The task's commit writes one record per changed key (the last value;
 // nil for a delete) inside its Kafka transaction, so the changelog's committed prefix is
-// exactly the store's history.
+// exactly the store's history. When a task starts on an instance, the runtime restores
+// its stores from their changelogs, from the local checkpoint to the changelog's last
+// stable offset, and reports each restore as a Result (eddy.Config.OnRestore).
 //
-// The Restorer brings a store from its checkpoint up to the changelog partition's last
-// stable offset (never the high-water mark: transaction markers occupy offsets, so a
-// reader waiting for the high-water mark can wait forever), reading with read_committed
-// and applying the fetched records in large sorted backend writes, each with the
-// checkpoint it reaches; a store restored from empty is built in key order instead and
-// gets its checkpoint at the end (statestore.BulkRestorer).
+// A sub-topology that re-keys its records writes them to a repartition topic,
+// <applicationID>-<name>-repartition, read by the next sub-topology.
 package changelog
 
 import (
-	"context"
+	"errors"
+	"time"
 
-	"github.com/IBM/sarama"
-
-	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/names"
 )
 
@@ -30,61 +26,27 @@ func TopicName(appID, store string) string { return names.ChangelogTopic(appID, 
 // RepartitionTopicName is a repartition topic: <applicationID>-<name>-repartition.
 func RepartitionTopicName(appID, name string) string { return names.RepartitionTopic(appID, name) }
 
-// TopicSpec is an internal topic the runtime creates.
-type TopicSpec struct {
-	Name       string
-	Partitions int32
-	Configs    map[string]string
+// Result says what a restore did.
+type Result struct {
+	Store string
+	// From and To are the offsets read: [From, To).
+	From, To int64
+	// Records is the number of changelog records read and applied (a key written
+	// several times within one fetch is applied once, with its last value).
+	Records int64
+	// Wiped is true when the store was emptied first: it had no checkpoint, or its
+	// checkpoint was outside the changelog (the topic was recreated or truncated).
+	Wiped    bool
+	Duration time.Duration
 }
 
-// ChangelogSpec is the spec of a changelog topic with one partition per task.
-func ChangelogSpec(appID, store string, tasks int32) TopicSpec {
-	return TopicSpec{
-		Name:       TopicName(appID, store),
-		Partitions: tasks,
-		Configs: map[string]string{
-			"cleanup.policy": "compact",
-			// A changelog is the store's durable copy: never delete by time or size.
-			"retention.ms":    "-1",
-			"retention.bytes": "-1",
-		},
-	}
-}
+// ErrRestore is wrapped by restore failures that are not the context's.
+var ErrRestore = errors.New("changelog restore failed")
 
-// RepartitionSpec is the spec of a repartition topic. Its records are read once by the
-// downstream sub-topology, which deletes them once its offsets are committed (the
-// runtime's purge, as Kafka Streams'); nothing is deleted by time: a record keeps the
-// timestamp of the input it came from, and time-based retention would delete re-keyed
-// old input (reprocessing a week-old topic) before it is read.
-func RepartitionSpec(appID, name string, partitions int32) TopicSpec {
-	return TopicSpec{
-		Name:       RepartitionTopicName(appID, name),
-		Partitions: partitions,
-		Configs: map[string]string{
-			"cleanup.policy":  "delete",
-			"retention.ms":    "-1",
-			"retention.bytes": "-1",
-		},
-	}
-}
-
-// ReadLast reads the committed records among the last window offsets of a partition
-// (up to its last stable offset) and returns the last value of each key. It serves
-// records that are rewritten in full by every transaction, such as a task's offsets
-// record: the newest transaction's records are all at the end.
-func ReadLast(ctx context.Context, client sarama.Client, topic string, partition int32, window int) (map[string][]byte, error) {
-	start, end, err := kread.EndOffsets(client, topic, partition)
-	if err != nil {
-		return nil, err
-	}
-	from := max(start, end-int64(window))
-	last := map[string][]byte{}
-	err = kread.ReadRange(ctx, client, topic, partition, from, end, func(r kread.Record) error {
-		last[string(r.Key)] = r.Value
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return last, nil
-}
+// ErrMarkersPending is wrapped by a restore that found the store's checkpoint above the
+// changelog's last stable offset but not above its high-water mark, and the last stable
+// offset did not reach the checkpoint within the restore's wait for them (15 s by default). The checkpoint was
+// written after the store's last transaction committed, so the commit markers of that
+// transaction (or of a transaction of another producer that began before it) are not
+// written yet. The store is left as it is; retrying later is safe.
+var ErrMarkersPending = errors.New("commit markers pending on the changelog")

@@ -6,11 +6,10 @@ import (
 	"github.com/eddy-streams/eddy/changelog"
 )
 
-func ExampleChangelogSpec() {
-	spec := changelog.ChangelogSpec("wordcount", "counts", 4)
-	fmt.Println(spec.Name, spec.Partitions, spec.Configs["cleanup.policy"])
+func ExampleTopicName() {
+	fmt.Println(changelog.TopicName("wordcount", "counts"))
 	fmt.Println(changelog.RepartitionTopicName("wordcount", "words"))
 	// Output:
-	// wordcount-counts-changelog 4 compact
+	// wordcount-counts-changelog
 	// wordcount-words-repartition
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# integration/kafka.sh — a real single-node Apache Kafka (KRaft, combined
-# broker+controller) for eddy's integration tests, built from the jars on
-# Maven Central. No Kafka distribution tarball and no Docker are needed: only
-# Java 17+ and Maven.
+# integration/kafka.sh — a real Apache Kafka (KRaft, combined broker+controller
+# nodes: one by default, three with EDDY_KAFKA_BROKERS=3) for eddy's integration
+# tests, built from the jars on Maven Central. No Kafka distribution tarball and
+# no Docker are needed: only Java 17+ and Maven.
 #
 # Usage: integration/kafka.sh <command>
 #
@@ -17,6 +17,12 @@
 #   status   print "running pid N at HOST:PORT" (exit 0) or "stopped" (exit 1).
 #   logs     print the tail of the broker log (logs -f follows it).
 #   addr     print the bootstrap address (the running broker's, else the configured one).
+#   With EDDY_KAFKA_BROKERS=3, stop, kill9 and restart take node numbers (1-3;
+#   none: every node), restart starts the named nodes together and waits for all,
+#   and there are also:
+#   pause N / resume N  SIGSTOP / SIGCONT node N (a broker that stops answering).
+#   pid N    print node N's pid (exit 1 when it is not running).
+#   logs N   node N's log.
 #   secure-env  with EDDY_KAFKA_SECURE=1: print, as shell assignments, the
 #            settings a client of the SASL_SSL listener needs (EDDY_SECURE_BROKERS,
 #            EDDY_TLS_CA_FILE, EDDY_SASL_MECHANISM, EDDY_SASL_USERNAME,
@@ -33,14 +39,32 @@
 #   JAVA_HOME                   Java 17+ to use (default: java on PATH)
 #   EDDY_KAFKA_SECURE           1: secured mode (below)
 #   EDDY_KAFKA_SECURE_PORT      SASL_SSL port      (default: broker port + 2)
+#   EDDY_KAFKA_EXPIRED_PORT     EXPIRED (SSL) port (default: broker port + 3)
+#   EDDY_KAFKA_BROKERS          1 (default) or 3: a three-node cluster (below)
+#
+# Three nodes (EDDY_KAFKA_BROKERS=3): each node is a combined broker+controller
+# (node.id 1-3, a static quorum of three voters), so it can run beside the single
+# broker of the same home: its state is under EDDY_KAFKA_HOME/cluster3/node-N/,
+# broker ports EDDY_KAFKA_PORT+0,1,2 (default 19192-19194), controller ports
+# EDDY_KAFKA_CONTROLLER_PORT+0,1,2 (default 19195-19197), heap "-Xms128m -Xmx384m"
+# per node. Replicated as a production cluster: default.replication.factor=3,
+# min.insync.replicas=2, and the same for the offsets topic and the transaction
+# state log. A broker is fenced 4 s after its last heartbeat (killed or paused).
+# Two nodes down lose the controller quorum and leave partitions below
+# min.insync.replicas: producers must wait until one comes back. The secured mode
+# is for the single broker only.
 #
 # Secured mode (EDDY_KAFKA_SECURE=1) adds a SASL_SSL listener: a CA and a broker
 # certificate (for 127.0.0.1 and localhost) made with openssl under secure/, SCRAM-
 # SHA-256 and -512 users "admin" (super user) and "eddy-app" created when the storage
-# is formatted, and the KRaft StandardAuthorizer with ACLs for eddy-app (what an eddy
+# is formatted, OAUTHBEARER with Kafka's unsecured JWT validator (an unsigned token
+# whose "sub" is the principal; a test broker only), and the KRaft StandardAuthorizer with ACLs for eddy-app (what an eddy
 # application needs: ALL on topics, groups and transactional IDs, IdempotentWrite on
 # the cluster). The PLAINTEXT listener stays (its principal, ANONYMOUS, is a super
-# user), so the tests and tools that use it keep working.
+# user), so the tests and tools that use it keep working. For the tests of expired
+# certificates, the SASL_SSL listener checks a client certificate if one is presented
+# (ssl.client.auth=requested), and an SSL listener EXPIRED serves a broker certificate
+# that expired in 2020; a client certificate that expired is made beside it.
 #
 # Files under EDDY_KAFKA_HOME:
 #   kafka-<version>/libs/   the jars (kept across runs)
@@ -59,24 +83,94 @@ readonly HOST=127.0.0.1
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KHOME=${EDDY_KAFKA_HOME:-$script_dir/.kafka}
-BROKER_PORT=${EDDY_KAFKA_PORT:-19092}
-CONTROLLER_PORT=${EDDY_KAFKA_CONTROLLER_PORT:-19093}
+NODES=${EDDY_KAFKA_BROKERS:-1}
+case $NODES in
+1)
+	BASE_PORT=${EDDY_KAFKA_PORT:-19092}
+	BASE_CONTROLLER_PORT=${EDDY_KAFKA_CONTROLLER_PORT:-19093}
+	HEAP=${EDDY_KAFKA_HEAP:--Xms256m -Xmx512m}
+	STATE=$KHOME
+	;;
+3)
+	BASE_PORT=${EDDY_KAFKA_PORT:-19192}
+	BASE_CONTROLLER_PORT=${EDDY_KAFKA_CONTROLLER_PORT:-$((BASE_PORT + 3))}
+	HEAP=${EDDY_KAFKA_HEAP:--Xms128m -Xmx384m}
+	STATE=$KHOME/cluster3
+	;;
+*)
+	printf 'kafka.sh: ERROR: EDDY_KAFKA_BROKERS=%s: want 1 or 3\n' "$NODES" >&2
+	exit 2
+	;;
+esac
 START_TIMEOUT=${EDDY_KAFKA_START_TIMEOUT:-120}
 STOP_TIMEOUT=${EDDY_KAFKA_STOP_TIMEOUT:-30}
-HEAP=${EDDY_KAFKA_HEAP:--Xms256m -Xmx512m}
 
 DIST_DIR=$KHOME/kafka-$KAFKA_VERSION
 LIBS_DIR=$DIST_DIR/libs
-CONFIG_DIR=$KHOME/config
-DATA_DIR=$KHOME/data
-LOG_DIR=$KHOME/logs
-PID_FILE=$KHOME/kafka.pid
-ADDR_FILE=$KHOME/kafka.addr
-CLUSTER_ID_FILE=$DATA_DIR/.eddy-cluster-id
+ADDR_FILE=$STATE/kafka.addr
 SECURE=${EDDY_KAFKA_SECURE:-0}
-SECURE_PORT=${EDDY_KAFKA_SECURE_PORT:-$((BROKER_PORT + 2))}
+SECURE_PORT=${EDDY_KAFKA_SECURE_PORT:-$((BASE_PORT + 2))}
+EXPIRED_PORT=${EDDY_KAFKA_EXPIRED_PORT:-$((BASE_PORT + 3))}
 SECURE_DIR=$KHOME/secure
 readonly SECURE_USER=eddy-app
+
+# set_node N points the per-node variables at node N (1 in single-broker mode, whose
+# files stay where they always were).
+set_node() {
+	NODE=$1
+	BROKER_PORT=$((BASE_PORT + NODE - 1))
+	CONTROLLER_PORT=$((BASE_CONTROLLER_PORT + NODE - 1))
+	local dir=$STATE
+	if ((NODES > 1)); then
+		dir=$STATE/node-$NODE
+	fi
+	CONFIG_DIR=$dir/config
+	DATA_DIR=$dir/data
+	LOG_DIR=$dir/logs
+	PID_FILE=$dir/kafka.pid
+	CLUSTER_ID_FILE=$DATA_DIR/.eddy-cluster-id
+}
+set_node 1
+
+# all_nodes prints 1..NODES. pick_nodes checks node numbers and puts them in PICKED
+# (none given: every node).
+all_nodes() { seq 1 "$NODES"; }
+pick_nodes() {
+	PICKED=()
+	if (($# == 0)); then
+		mapfile -t PICKED < <(all_nodes)
+		return
+	fi
+	local n
+	for n in "$@"; do
+		[[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= NODES)) || die "node $n: want a number from 1 to $NODES"
+		PICKED+=("$n")
+	done
+}
+
+# bootstrap prints every node's broker address, comma-separated.
+bootstrap() {
+	local n out=()
+	for n in $(all_nodes); do
+		out+=("$HOST:$((BASE_PORT + n - 1))")
+	done
+	(
+		IFS=,
+		printf '%s\n' "${out[*]}"
+	)
+}
+
+# quorum_voters is controller.quorum.voters: id@host:port of every node.
+quorum_voters() {
+	local n out=()
+	for n in $(all_nodes); do
+		out+=("$n@$HOST:$((BASE_CONTROLLER_PORT + n - 1))")
+	done
+	(
+		IFS=,
+		printf '%s\n' "${out[*]}"
+	)
+}
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 die() {
@@ -194,11 +288,15 @@ EOF
 
 write_config() {
 	mkdir -p "$CONFIG_DIR" "$DATA_DIR" "$LOG_DIR"
+	local rf=1 isr=1
+	if ((NODES > 1)); then
+		rf=3 isr=2
+	fi
 	cat >"$CONFIG_DIR/server.properties" <<EOF
-# Generated by integration/kafka.sh. Single node, KRaft combined mode.
+# Generated by integration/kafka.sh. Node $NODE of $NODES, KRaft combined mode.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@$HOST:$CONTROLLER_PORT
+node.id=$NODE
+controller.quorum.voters=$(quorum_voters)
 controller.listener.names=CONTROLLER
 listeners=PLAINTEXT://$HOST:$BROKER_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
 advertised.listeners=PLAINTEXT://$HOST:$BROKER_PORT
@@ -206,15 +304,17 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$DATA_DIR
 
-# One replica of everything.
+# Replication: one replica of everything on a single node; on three, what a
+# production cluster uses (an acknowledged acks=all write is on two brokers at least).
 num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
+unclean.leader.election.enable=false
 
 # Few internal partitions: faster startup and coordinator loading.
 offsets.topic.num.partitions=4
@@ -303,21 +403,75 @@ make_certificates() {
 	log "made a CA ($d/ca.pem) and the broker's certificate"
 }
 
+# make_expired_certificates writes, signed by the CA, a broker certificate and a client
+# certificate (CN=eddy-app) that expired in 2020 (once per home): the EXPIRED listener
+# serves the first; a client presenting the second is refused by the SASL_SSL listener.
+# openssl 3.0 has no -not_before for "x509 -req": "openssl ca" sets the dates.
+make_expired_certificates() {
+	[[ -s $SECURE_DIR/expired-broker.p12 && -s $SECURE_DIR/expired-client.pem ]] && return 0
+	local d=$SECURE_DIR out pass
+	pass=$(secure_password keystore)
+	rm -rf "$d/ca-db"
+	mkdir -p "$d/ca-db"
+	: >"$d/ca-db/index.txt"
+	printf '1000\n' >"$d/ca-db/serial"
+	cat >"$d/ca-db/ca.cnf" <<EOF
+[ca]
+default_ca = eddy
+[eddy]
+database = $d/ca-db/index.txt
+new_certs_dir = $d/ca-db
+serial = $d/ca-db/serial
+default_md = sha256
+policy = any
+unique_subject = no
+[any]
+commonName = supplied
+EOF
+	printf 'extendedKeyUsage=clientAuth\n' >"$d/expired-client.ext"
+	if ! out=$(
+		set -e
+		for who in broker client; do
+			cn=localhost ext=$d/broker.ext
+			if [[ $who == client ]]; then
+				cn=$SECURE_USER ext=$d/expired-client.ext
+			fi
+			openssl req -newkey rsa:2048 -nodes -keyout "$d/expired-$who.key" -out "$d/expired-$who.csr" -subj "/CN=$cn" 2>&1
+			openssl ca -batch -notext -config "$d/ca-db/ca.cnf" -cert "$d/ca.pem" -keyfile "$d/ca.key" \
+				-in "$d/expired-$who.csr" -out "$d/expired-$who.pem" -extfile "$ext" \
+				-startdate 20200101000000Z -enddate 20200201000000Z 2>&1
+		done
+		openssl pkcs12 -export -in "$d/expired-broker.pem" -inkey "$d/expired-broker.key" -certfile "$d/ca.pem" \
+			-name broker -out "$d/expired-broker.p12" -passout "pass:$pass" 2>&1
+	); then
+		printf '%s\n' "$out" >&2
+		die "openssl could not make the expired certificates in $d (output above)"
+	fi
+	log "made a broker and a client certificate that expired in 2020 ($d/expired-*.pem)"
+}
+
 write_secure_config() {
 	make_certificates
+	make_expired_certificates
 	local listeners advertised pass
 	pass=$(secure_password keystore)
-	listeners="PLAINTEXT://$HOST:$BROKER_PORT,SASL_SSL://$HOST:$SECURE_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT"
-	advertised="PLAINTEXT://$HOST:$BROKER_PORT,SASL_SSL://$HOST:$SECURE_PORT"
+	listeners="PLAINTEXT://$HOST:$BROKER_PORT,SASL_SSL://$HOST:$SECURE_PORT,EXPIRED://$HOST:$EXPIRED_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT"
+	advertised="PLAINTEXT://$HOST:$BROKER_PORT,SASL_SSL://$HOST:$SECURE_PORT,EXPIRED://$HOST:$EXPIRED_PORT"
 	sed -i -e "s|^listeners=.*|listeners=$listeners|" -e "s|^advertised.listeners=.*|advertised.listeners=$advertised|" \
-		-e "s|^listener.security.protocol.map=.*|listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL|" \
+		-e "s|^listener.security.protocol.map=.*|listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,EXPIRED:SSL|" \
 		"$CONFIG_DIR/server.properties"
 	cat >>"$CONFIG_DIR/server.properties" <<EOF
 
 # Secured mode (EDDY_KAFKA_SECURE=1): SASL_SSL with SCRAM, StandardAuthorizer.
-sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,OAUTHBEARER
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# OAUTHBEARER with Kafka's built-in unsecured validator (no sasl.server.callback.handler
+# class: OAuthBearerUnsecuredValidatorCallbackHandler): it accepts an unsigned JWT
+# ("alg":"none") whose "sub" claim is the principal and whose "exp" has not passed.
+# For tests only: anyone can make such a token. (The sub claim below is the broker's own
+# login, which it does not use: inter-broker traffic is PLAINTEXT.)
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
 ssl.keystore.type=PKCS12
 ssl.keystore.location=$SECURE_DIR/broker.p12
 ssl.keystore.password=$pass
@@ -327,6 +481,18 @@ allow.everyone.if.no.acl.found=false
 # ANONYMOUS is the principal of the PLAINTEXT and CONTROLLER listeners (the broker
 # itself, the plaintext tests).
 super.users=User:admin;User:ANONYMOUS
+# The SASL_SSL listener checks a client certificate when one is presented (an expired
+# one is refused in the handshake) and does not require one.
+ssl.truststore.type=PEM
+ssl.truststore.location=$SECURE_DIR/ca.pem
+listener.name.sasl_ssl.ssl.client.auth=requested
+# The EXPIRED listener (SSL) serves a certificate that expired in 2020: no client that
+# checks certificates gets through its handshake (were one to skip the check, its
+# principal would be ANONYMOUS, a super user: a test broker only).
+listener.name.expired.ssl.keystore.type=PKCS12
+listener.name.expired.ssl.keystore.location=$SECURE_DIR/expired-broker.p12
+listener.name.expired.ssl.keystore.password=$pass
+listener.name.expired.ssl.key.password=$pass
 EOF
 }
 
@@ -360,7 +526,12 @@ cmd_secure_env() {
 	printf 'EDDY_SASL_MECHANISM=SCRAM-SHA-512\n'
 	printf 'EDDY_SASL_USERNAME=%s\n' "$SECURE_USER"
 	printf 'EDDY_SASL_PASSWORD=%s\n' "$(secure_password "$SECURE_USER")"
-	printf 'export EDDY_SECURE_BROKERS EDDY_TLS_CA_FILE EDDY_SASL_MECHANISM EDDY_SASL_USERNAME EDDY_SASL_PASSWORD\n'
+	# For the tests of certificates that expired: the EXPIRED listener, and a client
+	# certificate (CN=eddy-app) with its key.
+	printf 'EDDY_SECURE_EXPIRED_BROKERS=%s:%s\n' "$HOST" "$EXPIRED_PORT"
+	printf 'EDDY_SECURE_EXPIRED_CERT_FILE=%s\n' "$SECURE_DIR/expired-client.pem"
+	printf 'EDDY_SECURE_EXPIRED_KEY_FILE=%s\n' "$SECURE_DIR/expired-client.key"
+	printf 'export EDDY_SECURE_BROKERS EDDY_TLS_CA_FILE EDDY_SASL_MECHANISM EDDY_SASL_USERNAME EDDY_SASL_PASSWORD EDDY_SECURE_EXPIRED_BROKERS EDDY_SECURE_EXPIRED_CERT_FILE EDDY_SECURE_EXPIRED_KEY_FILE\n'
 }
 
 new_cluster_id() {
@@ -377,12 +548,18 @@ new_cluster_id() {
 	done
 }
 
+# format_storage formats the current node's data dir unless it is formatted. The
+# nodes of a cluster share the cluster ID cmd_start made ($STATE/cluster-id).
 format_storage() {
 	local cluster_id out
 	if [[ -f $DATA_DIR/meta.properties ]]; then
 		return 0
 	fi
-	cluster_id=$(new_cluster_id)
+	if ((NODES > 1)); then
+		cluster_id=$(<"$STATE/cluster-id")
+	else
+		cluster_id=$(new_cluster_id)
+	fi
 	log "formatting $DATA_DIR (cluster id $cluster_id)"
 	local scram=()
 	if [[ $SECURE == 1 ]]; then
@@ -412,9 +589,10 @@ print_log_tail() {
 	done
 }
 
-# launch starts the broker on the current data dir and waits until it is ready.
-launch() {
-	local pid java start
+# prepare_node checks the current node's ports, writes its config, rotates its log
+# and formats its data dir if needed.
+prepare_node() {
+	local port
 	valid_port "$BROKER_PORT" || die "EDDY_KAFKA_PORT=$BROKER_PORT is not a port"
 	valid_port "$CONTROLLER_PORT" || die "EDDY_KAFKA_CONTROLLER_PORT=$CONTROLLER_PORT is not a port"
 	[[ $BROKER_PORT != "$CONTROLLER_PORT" ]] || die "broker and controller ports are both $BROKER_PORT"
@@ -423,9 +601,6 @@ launch() {
 			die "port $HOST:$port is already in use by another process (not this script's broker); stop it or set EDDY_KAFKA_PORT / EDDY_KAFKA_CONTROLLER_PORT"
 		fi
 	done
-	download
-	check_java
-	java=$(java_bin)
 	write_config
 	if [[ -s $LOG_DIR/server.log ]]; then
 		mv -f "$LOG_DIR/server.log" "$LOG_DIR/server.log.1"
@@ -433,9 +608,14 @@ launch() {
 	: >"$LOG_DIR/server.log"
 	: >"$LOG_DIR/kafka.out"
 	format_storage
+}
 
-	start=$SECONDS
-	log "starting Kafka $KAFKA_VERSION on $HOST:$BROKER_PORT (controller $HOST:$CONTROLLER_PORT), home $KHOME"
+# spawn_node starts the current node's JVM in the background and waits for its pid.
+spawn_node() {
+	local java
+	java=$(java_bin)
+	rm -f "$PID_FILE"
+	log "starting Kafka $KAFKA_VERSION node $NODE on $HOST:$BROKER_PORT (controller $HOST:$CONTROLLER_PORT), home $STATE"
 	# setsid: the broker must outlive this script and not receive the
 	# caller's terminal signals; the inner shell writes its own pid, which
 	# exec turns into the JVM's pid.
@@ -446,13 +626,17 @@ launch() {
 		-Dkafka.logs.dir="$LOG_DIR" \
 		-cp "$LIBS_DIR/*" kafka.Kafka "$CONFIG_DIR/server.properties" \
 		</dev/null >>"$LOG_DIR/kafka.out" 2>&1 9>&- &
-
-	# Wait for the pid file, then for the readiness line.
 	local deadline=$((SECONDS + START_TIMEOUT))
 	while [[ ! -s $PID_FILE ]]; do
-		((SECONDS < deadline)) || die "the broker did not start (no pid file after ${START_TIMEOUT}s)"
+		((SECONDS < deadline)) || die "node $NODE did not start (no pid file after ${START_TIMEOUT}s)"
 		sleep 0.05
 	done
+}
+
+# wait_node waits until the current node logs that it started (by the deadline, in
+# SECONDS).
+wait_node() {
+	local deadline=$1 pid
 	pid=$(<"$PID_FILE")
 	while :; do
 		if grep -q 'Kafka Server started' "$LOG_DIR/server.log" 2>/dev/null; then
@@ -461,59 +645,139 @@ launch() {
 		if ! kill -0 "$pid" 2>/dev/null; then
 			print_log_tail
 			rm -f "$PID_FILE"
-			die "the broker (pid $pid) exited during startup; logs above, full logs in $LOG_DIR"
+			die "the broker (node $NODE, pid $pid) exited during startup; logs above, full logs in $LOG_DIR"
 		fi
 		if ((SECONDS >= deadline)); then
 			print_log_tail
 			kill -KILL "$pid" 2>/dev/null || true
 			rm -f "$PID_FILE"
-			die "the broker did not log 'Kafka Server started' within ${START_TIMEOUT}s (EDDY_KAFKA_START_TIMEOUT); killed it; logs above"
+			die "node $NODE did not log 'Kafka Server started' within ${START_TIMEOUT}s (EDDY_KAFKA_START_TIMEOUT); killed it; logs above"
 		fi
 		sleep 0.2
 	done
 	# The line is logged once the listeners are bound; double-check.
-	port_open "$HOST" "$BROKER_PORT" || die "the broker logged 'Kafka Server started' but $HOST:$BROKER_PORT does not accept connections"
-	log "Kafka started in $((SECONDS - start)) s (pid $pid)"
+	port_open "$HOST" "$BROKER_PORT" || die "node $NODE logged 'Kafka Server started' but $HOST:$BROKER_PORT does not accept connections"
+}
+
+# launch starts the given nodes on their data dirs (formatting those without one) and
+# waits until every one is ready. A node of a cluster starts only once a quorum of
+# controllers runs, so the nodes start together and are waited for afterwards.
+launch() {
+	local n start=$SECONDS pids=() status=0
+	download
+	check_java
+	if ((NODES > 1 && $# > 1)); then
+		# Config and formatting (a JVM each) in parallel.
+		for n in "$@"; do
+			(
+				set_node "$n"
+				prepare_node
+			) &
+			pids+=($!)
+		done
+		for n in "${pids[@]}"; do
+			wait "$n" || status=$?
+		done
+		((status == 0)) || die "preparing the nodes failed (messages above)"
+	else
+		for n in "$@"; do
+			set_node "$n"
+			prepare_node
+		done
+	fi
+	for n in "$@"; do
+		set_node "$n"
+		spawn_node
+	done
+	local deadline=$((SECONDS + START_TIMEOUT))
+	for n in "$@"; do
+		set_node "$n"
+		wait_node "$deadline"
+		log "node $n started (pid $(<"$PID_FILE"))"
+	done
+	set_node 1
+	log "Kafka started in $((SECONDS - start)) s"
 	if [[ $SECURE == 1 ]]; then
 		add_acls
 		log "SASL_SSL listener at $HOST:$SECURE_PORT; client settings: EDDY_KAFKA_SECURE=1 $0 secure-env"
 	fi
-	printf '%s:%s\n' "$HOST" "$BROKER_PORT" >"$ADDR_FILE"
-	printf '%s:%s\n' "$HOST" "$BROKER_PORT"
+	bootstrap >"$ADDR_FILE"
+	bootstrap
 }
 
-# addr prints the running broker's bootstrap address, or the configured one.
+# addr prints the bootstrap address(es) of the running broker(s), or the configured ones.
 addr() {
-	if running_pid >/dev/null && [[ -s $ADDR_FILE ]]; then
+	if [[ -s $ADDR_FILE ]] && any_running; then
 		cat "$ADDR_FILE"
 	else
-		printf '%s:%s\n' "$HOST" "$BROKER_PORT"
+		bootstrap
 	fi
+}
+
+# any_running succeeds if a node of this mode runs.
+any_running() {
+	local n
+	for n in $(all_nodes); do
+		set_node "$n"
+		if running_pid >/dev/null; then
+			set_node 1
+			return 0
+		fi
+	done
+	set_node 1
+	return 1
 }
 
 cmd_start() {
-	local pid
-	local running
-	if pid=$(running_pid); then
-		running=$(addr)
-		log "already running (pid $pid) at $running"
-		if [[ $running != "$HOST:$BROKER_PORT" ]]; then
-			log "WARNING: it listens on $running, not on the requested $HOST:$BROKER_PORT; stop it first to change ports"
+	local n running=() pid
+	for n in $(all_nodes); do
+		set_node "$n"
+		if pid=$(running_pid); then
+			running+=("$n")
 		fi
-		printf '%s\n' "$running"
+	done
+	set_node 1
+	if ((${#running[@]} == NODES)); then
+		local a
+		a=$(addr)
+		log "already running (node(s) ${running[*]}) at $a"
+		if [[ $a != "$(bootstrap)" ]]; then
+			log "WARNING: it listens on $a, not on the requested $(bootstrap); stop it first to change ports"
+		fi
+		printf '%s\n' "$a"
 		return 0
 	fi
-	rm -f "$PID_FILE" "$ADDR_FILE"
-	rm -rf "$DATA_DIR"
-	launch
+	if ((${#running[@]} > 0)); then
+		die "node(s) ${running[*]} of $NODES run: stop them first, or restart the others ($0 restart N)"
+	fi
+	if ((NODES > 1)) && [[ $SECURE == 1 ]]; then
+		die "the secured mode (EDDY_KAFKA_SECURE=1) is for the single broker only"
+	fi
+	rm -f "$ADDR_FILE"
+	for n in $(all_nodes); do
+		set_node "$n"
+		rm -f "$PID_FILE"
+		rm -rf "$DATA_DIR"
+	done
+	if ((NODES > 1)); then
+		mkdir -p "$STATE"
+		new_cluster_id >"$STATE/cluster-id"
+	fi
+	# shellcheck disable=SC2046 # one node number per word
+	launch $(all_nodes)
 }
 
 cmd_restart() {
-	if running_pid >/dev/null; then
-		cmd_stop
-	fi
-	rm -f "$PID_FILE" "$ADDR_FILE"
-	launch
+	local n
+	pick_nodes "$@"
+	local nodes=("${PICKED[@]}")
+	for n in "${nodes[@]}"; do
+		set_node "$n"
+		if running_pid >/dev/null; then
+			stop_nodes "$n"
+		fi
+	done
+	launch "${nodes[@]}"
 }
 
 # wait_gone PID SECONDS: wait for the process to exit.
@@ -525,48 +789,105 @@ wait_gone() {
 	done
 }
 
-cmd_stop() {
-	local pid start=$SECONDS
-	if ! pid=$(running_pid); then
+# stop_nodes sends SIGTERM to the given nodes together, then SIGKILL to those still
+# running after STOP_TIMEOUT.
+stop_nodes() {
+	local n pid start=$SECONDS stopping=()
+	for n in "$@"; do
+		set_node "$n"
+		if ! pid=$(running_pid); then
+			rm -f "$PID_FILE"
+			log "node $n not running"
+			continue
+		fi
+		log "stopping node $n (pid $pid)"
+		kill -CONT "$pid" 2>/dev/null || true
+		kill -TERM "$pid" 2>/dev/null || true
+		stopping+=("$n:$pid")
+	done
+	local deadline=$((SECONDS + STOP_TIMEOUT)) np
+	for np in "${stopping[@]}"; do
+		n=${np%%:*} pid=${np#*:}
+		set_node "$n"
+		if ! wait_gone "$pid" $((deadline - SECONDS)); then
+			log "node $n still running after ${STOP_TIMEOUT}s; sending SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+			wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
+		fi
 		rm -f "$PID_FILE"
-		log "not running"
-		return 0
-	fi
-	log "stopping the broker (pid $pid)"
-	kill -TERM "$pid" 2>/dev/null || true
-	if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
-		log "still running after ${STOP_TIMEOUT}s; sending SIGKILL"
-		kill -KILL "$pid" 2>/dev/null || true
-		wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
-	fi
-	rm -f "$PID_FILE" "$ADDR_FILE"
-	log "stopped in $((SECONDS - start)) s"
+	done
+	set_node 1
+	((${#stopping[@]} == 0)) || log "stopped in $((SECONDS - start)) s"
+}
+
+cmd_stop() {
+	pick_nodes "$@"
+	stop_nodes "${PICKED[@]}"
+	any_running || rm -f "$ADDR_FILE"
 }
 
 cmd_kill9() {
-	local pid
-	if ! pid=$(running_pid); then
+	local n pid
+	pick_nodes "$@"
+	for n in "${PICKED[@]}"; do
+		set_node "$n"
+		if ! pid=$(running_pid); then
+			rm -f "$PID_FILE"
+			log "node $n not running"
+			continue
+		fi
+		log "SIGKILL node $n (pid $pid)"
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
 		rm -f "$PID_FILE"
-		log "not running"
-		return 0
-	fi
-	log "SIGKILL the broker (pid $pid)"
-	kill -KILL "$pid" 2>/dev/null || true
-	wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
-	rm -f "$PID_FILE" "$ADDR_FILE"
+	done
+}
+
+# cmd_signal SIG N: send SIG to node N (pause: STOP, resume: CONT).
+cmd_signal() {
+	local sig=$1 pid
+	shift
+	(($# == 1)) || die "pause and resume take one node number"
+	pick_nodes "$1"
+	set_node "${PICKED[0]}"
+	pid=$(running_pid) || die "node $NODE is not running"
+	kill "-$sig" "$pid"
+	log "SIG$sig node $NODE (pid $pid)"
+}
+
+cmd_pid() {
+	(($# == 1)) || die "pid takes one node number"
+	pick_nodes "$1"
+	set_node "${PICKED[0]}"
+	running_pid
 }
 
 cmd_status() {
-	local pid
-	if pid=$(running_pid); then
-		printf 'running pid %s at %s (home %s)\n' "$pid" "$(addr)" "$KHOME"
-		return 0
-	fi
-	printf 'stopped (home %s)\n' "$KHOME"
-	return 1
+	local n pid up=0
+	for n in $(all_nodes); do
+		set_node "$n"
+		if pid=$(running_pid); then
+			up=$((up + 1))
+			if ((NODES > 1)); then
+				printf 'node %s running pid %s at %s:%s (home %s)\n' "$n" "$pid" "$HOST" "$BROKER_PORT" "$STATE"
+			else
+				printf 'running pid %s at %s (home %s)\n' "$pid" "$(addr)" "$KHOME"
+			fi
+		elif ((NODES > 1)); then
+			printf 'node %s stopped (home %s)\n' "$n" "$STATE"
+		else
+			printf 'stopped (home %s)\n' "$KHOME"
+		fi
+	done
+	((up == NODES))
 }
 
 cmd_logs() {
+	if ((NODES > 1)) && [[ ${1:-} =~ ^[0-9]+$ ]]; then
+		pick_nodes "$1"
+		set_node "${PICKED[0]}"
+		shift
+	fi
 	[[ -f $LOG_DIR/server.log ]] || die "no log yet in $LOG_DIR"
 	if [[ ${1:-} == -f ]]; then
 		exec tail -n 100 -F "$LOG_DIR/server.log"
@@ -584,12 +905,13 @@ usage() {
 	exit 2
 }
 
-# with_lock serialises commands that change the broker's state.
+# with_lock serialises commands that change the brokers' state (per mode: the single
+# broker and the cluster of one home do not wait for each other).
 with_lock() {
-	mkdir -p "$KHOME"
+	mkdir -p "$STATE"
 	if command -v flock >/dev/null 2>&1; then
-		exec 9>"$KHOME/.lock"
-		flock -w 300 9 || die "could not lock $KHOME/.lock within 300 s"
+		exec 9>"$STATE/.lock"
+		flock -w 300 9 || die "could not lock $STATE/.lock within 300 s"
 	fi
 	"$@"
 }
@@ -599,9 +921,12 @@ main() {
 	[[ $# -gt 0 ]] && shift
 	case $cmd in
 	start) with_lock cmd_start ;;
-	stop) with_lock cmd_stop ;;
-	kill9 | kill-9 | kill) with_lock cmd_kill9 ;;
-	restart) with_lock cmd_restart ;;
+	stop) with_lock cmd_stop "$@" ;;
+	kill9 | kill-9 | kill) with_lock cmd_kill9 "$@" ;;
+	restart) with_lock cmd_restart "$@" ;;
+	pause) cmd_signal STOP "$@" ;;
+	resume) cmd_signal CONT "$@" ;;
+	pid) cmd_pid "$@" ;;
 	status) cmd_status ;;
 	logs) cmd_logs "$@" ;;
 	addr) addr ;;

@@ -34,6 +34,20 @@
 // repartition topics included): produce the input, wait, stop the application, then
 // read its output. examples/shop in the repository does exactly that.
 //
+// # Dependencies
+//
+// This package is public and imports franz-go's kfake, so eddy's go.mod requires
+// franz-go. That costs an application nothing unless it imports kafkatest: Go compiles
+// and links only the packages a program imports, so no package of eddy but this one
+// (and the repository's examples and integration harness, which use it) pulls franz-go
+// into a build; `go list -deps` of the root package and of every other public package
+// lists none of it. The module's requirement shows in a user's module graph (and
+// go.sum) as any test-only dependency does. Kept public on purpose: an application
+// tests itself against the same embedded broker eddy is tested against, with nothing
+// installed. A separate module for it would save that go.sum entry at the price of
+// versioning two modules in lock step; it is not worth it while kfake is the one heavy
+// dependency here.
+//
 // # sarama configuration
 //
 // [NewSaramaConfig] returns the sarama configuration these helpers use; its

@@ -206,7 +206,7 @@ const listOffsetsAttempts = 10
 // metadata can cure.
 func transient(err error) bool {
 	for _, e := range []error{
-		sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrOffsetNotAvailable,
+		errLeaderBehind, sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrOffsetNotAvailable,
 		sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch, sarama.ErrRequestTimedOut,
 	} {
 		if errors.Is(err, e) {
@@ -215,6 +215,12 @@ func transient(err error) bool {
 	}
 	return false
 }
+
+// errLeaderBehind marks an UNKNOWN_TOPIC_OR_PARTITION answer from the leader the
+// metadata named for a partition: on a cluster of several brokers the leader can
+// learn of a topic after the broker that answered the metadata request (seen on
+// three-node Kafka 4.1.1 right after a topic was created). The Java client retries it.
+var errLeaderBehind = errors.New("the partition's leader does not know it yet")
 
 func listOffsetsOnce(client sarama.Client, topic string, query int64, isolation sarama.IsolationLevel) (map[int32]int64, error) {
 	ps, err := partitionsOf(client, topic)
@@ -238,6 +244,9 @@ func listOffsetsOnce(client sarama.Client, topic string, query int64, isolation 
 		r := res[topic][p]
 		if r == nil {
 			return nil, fmt.Errorf("partition %d: no result", p)
+		}
+		if errors.Is(r.Err, sarama.ErrUnknownTopicOrPartition) {
+			return nil, fmt.Errorf("partition %d: %w: %w", p, errLeaderBehind, r.Err)
 		}
 		if r.Err != nil && !errors.Is(r.Err, sarama.ErrNoError) {
 			return nil, fmt.Errorf("partition %d: %w", p, r.Err)

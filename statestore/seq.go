@@ -22,26 +22,26 @@ import (
 // error function reports the last range's error (opening, deserializing, reading or
 // closing). A sequence is for one goroutine, like the store.
 func All[K, V any](s KeyValueStore[K, V]) (iter.Seq2[K, V], func() error) {
-	return Seq(s.All)
+	return seq(s.All)
 }
 
 // Range is [All] for the keys whose serialized bytes lie in [from, to)
 // (KeyValueStore.Range).
 func Range[K, V any](s KeyValueStore[K, V], from, to K) (iter.Seq2[K, V], func() error) {
-	return Seq(func() (Iterator[K, V], error) { return s.Range(from, to) })
+	return seq(func() (Iterator[K, V], error) { return s.Range(from, to) })
 }
 
 // Prefix is [All] for the keys whose serialized bytes start with those of prefix
 // (KeyValueStore.Prefix).
 func Prefix[K, V any](s KeyValueStore[K, V], prefix K) (iter.Seq2[K, V], func() error) {
-	return Seq(func() (Iterator[K, V], error) { return s.Prefix(prefix) })
+	return seq(func() (Iterator[K, V], error) { return s.Prefix(prefix) })
 }
 
-// Seq adapts an Iterator to a range loop as [All] does: open is called when a range
+// seq adapts an Iterator to a range loop as [All] does: open is called when a range
 // starts, and the iterator it returns is closed when the range ends.
-func Seq[K, V any](open func() (Iterator[K, V], error)) (iter.Seq2[K, V], func() error) {
+func seq[K, V any](open func() (Iterator[K, V], error)) (iter.Seq2[K, V], func() error) {
 	var err error
-	seq := func(yield func(K, V) bool) {
+	sq := func(yield func(K, V) bool) {
 		err = nil
 		it, oerr := open()
 		if oerr != nil {
@@ -56,5 +56,5 @@ func Seq[K, V any](open func() (Iterator[K, V], error)) (iter.Seq2[K, V], func()
 		}
 		err = it.Err()
 	}
-	return seq, func() error { return err }
+	return sq, func() error { return err }
 }

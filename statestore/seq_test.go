@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
 )
@@ -22,6 +23,34 @@ func seqPairs[V any](seq func(yield func(string, V) bool), limit int) []string {
 	}
 	return out
 }
+
+// newStore registers one logged store in a fresh set over a memory backend.
+func newStore[K, V any](t *testing.T, keys serde.Serde[K], values serde.Serde[V]) (*kvstore.Set, statestore.KeyValueStore[K, V]) {
+	t.Helper()
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
+	t.Cleanup(func() { _ = set.Close() })
+	buf, err := set.Register("s", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, kvstore.NewKeyValueStore(buf, "app-s-changelog", keys, values, nil)
+}
+
+// commit flushes the set's writes to its backend, as the runtime does after a committed
+// transaction (the changelog records are not needed here).
+func commit(t *testing.T, set *kvstore.Set) {
+	t.Helper()
+	if err := set.LogChanges(discardChanges{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Flush(nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type discardChanges struct{}
+
+func (discardChanges) WriteChange(string, []byte, []byte) error { return nil }
 
 // All, Range and Prefix yield what the store's iterators do, committed and buffered
 // writes merged, and a sequence can be ranged again.
@@ -82,7 +111,7 @@ func TestSeqDeserializeError(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit(t, set)
-	typed := statestore.NewKeyValueStore(set.Buffer("s"), "app-s-changelog", serde.String(), serde.Int64(), nil)
+	typed := kvstore.NewKeyValueStore(set.Buffer("s"), "app-s-changelog", serde.String(), serde.Int64(), nil)
 	seq, seqErr := statestore.All(typed)
 	if got := seqPairs(seq, 0); len(got) != 1 || !strings.HasPrefix(got[0], "a=") {
 		t.Errorf("pairs before the bad value: %v", got)
@@ -224,17 +253,17 @@ func TestSeqClosesTheIterator(t *testing.T) {
 // Over bbolt, whose iterator reads in chunks (16 keys first): a loop that breaks off
 // mid-chunk leaves nothing open that would block the next commit.
 func TestSeqOfBoltStore(t *testing.T) {
-	backend, err := statestore.OpenBolt(t.TempDir(), statestore.BoltOptions{})
+	backend, err := kvstore.OpenBolt(t.TempDir(), kvstore.BoltOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := statestore.NewSet(backend)
+	set := kvstore.NewSet(backend)
 	t.Cleanup(func() { _ = set.Close() })
 	buf, err := set.Register("s", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := statestore.NewKeyValueStore(buf, "app-s-changelog", serde.String(), serde.Int64(), nil)
+	s := kvstore.NewKeyValueStore(buf, "app-s-changelog", serde.String(), serde.Int64(), nil)
 	var want []string
 	for i := range 40 {
 		k := fmt.Sprintf("k%02d", i)
@@ -264,14 +293,14 @@ func TestSeqOfBoltStore(t *testing.T) {
 
 // A range loop over a store: the iterator is closed when the loop ends or breaks.
 func ExampleAll() {
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	defer set.Close()
 	buf, err := set.Register("prices", false)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	prices := statestore.NewKeyValueStore(buf, "app-prices-changelog", serde.String(), serde.Int64(), nil)
+	prices := kvstore.NewKeyValueStore(buf, "app-prices-changelog", serde.String(), serde.Int64(), nil)
 	_ = prices.Put("bread", 250)
 	_ = prices.Put("apple", 120)
 	_ = prices.Put("cheese", 700)

@@ -3,7 +3,13 @@ package statestore
 import (
 	"errors"
 	"fmt"
+
+	bolt "go.etcd.io/bbolt"
 )
+
+// MaxKeySize is the longest serialized key a store takes, in bytes: bbolt's limit,
+// applied to every backend so that a task behaves the same on each.
+const MaxKeySize = bolt.MaxKeySize
 
 // KeyValueStore is a typed key-value store owned by one task. Keys are kept as
 // serialized bytes, so Range and Prefix follow the byte order of the key serde (see

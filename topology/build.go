@@ -13,9 +13,18 @@ import (
 )
 
 // Topology is a checked topology, ready to run. It is immutable.
+//
+// Its representation, the checked graph, is internal to the module (the runtime and
+// the test driver reach it through the internal package graph).
 type Topology struct {
-	g *graph.Graph
+	handle
 }
+
+// handle names the embedded graph.Handle with an unexported field name.
+type handle = graph.Handle
+
+// g returns the checked graph the topology wraps.
+func (t *Topology) g() *graph.Graph { return graph.Of(t) }
 
 // Subtopology lists what one sub-topology reads, keeps and writes.
 type Subtopology struct {
@@ -53,7 +62,7 @@ func (s Subtopology) InternalTopics(appID string) (changelogs, repartitions []st
 // Subtopologies lists the sub-topologies in ID order.
 func (t *Topology) Subtopologies() []Subtopology {
 	var out []Subtopology
-	for _, s := range t.g.Subtopologies {
+	for _, s := range t.g().Subtopologies {
 		st := Subtopology{ID: s.ID, SourceTopics: s.SourceTopics, Repartitions: s.RepartitionSources, RepartitionSinks: s.RepartitionSinks}
 		for _, n := range s.Nodes {
 			st.Nodes = append(st.Nodes, n.Name)
@@ -71,10 +80,6 @@ func (t *Topology) Subtopologies() []Subtopology {
 	}
 	return out
 }
-
-// Graph returns the internal form of the topology for eddy's runtime. Its type lives in
-// an internal package: it is not part of the API.
-func (t *Topology) Graph() *graph.Graph { return t.g }
 
 // Build checks the topology and splits it into sub-topologies. Its error joins every
 // problem found, each naming the node or store at fault; all wrap ErrInvalid.
@@ -198,7 +203,7 @@ func (b *Builder) Build() (*Topology, error) {
 		}
 	}
 	b.built = true
-	return &Topology{g: g}, nil
+	return &Topology{handle: graph.NewHandle(g)}, nil
 }
 
 func typeName(t reflect.Type) string {
@@ -343,14 +348,14 @@ func split(nodes []*graph.Node, byName map[string]*graph.Node, stores []*graph.S
 var ErrNotCopartitioned = errors.New("topics joined by key have different partition counts")
 
 // CopartitionGroups returns the groups of topics declared with Builder.Copartition.
-func (t *Topology) CopartitionGroups() [][]string { return slices.Clone(t.g.CopartitionGroups) }
+func (t *Topology) CopartitionGroups() [][]string { return slices.Clone(t.g().CopartitionGroups) }
 
 // CheckCopartitioning checks that the topics of each co-partitioning group have equal
 // partition counts, as partitions tells them (the runtime asks the cluster at start).
 // Its error names both topics and their counts.
 func (t *Topology) CheckCopartitioning(partitions func(topic string) (int32, error)) error {
 	var errs []error
-	for _, group := range t.g.CopartitionGroups {
+	for _, group := range t.g().CopartitionGroups {
 		first, n0 := "", int32(0)
 		for _, topic := range group {
 			n, err := partitions(topic)

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/processor"
@@ -294,8 +295,8 @@ func AddKeyValueStore[K, V any](b *Builder, name string, keys serde.Serde[K], va
 		Name: name, Index: len(b.stores), Processors: processors, Logged: true,
 		KeyType: reflect.TypeFor[K](), ValueType: reflect.TypeFor[V](),
 		KeySerde: serde.Name(keys), ValueSerde: serde.Name(values),
-		NewTyped: func(buf *statestore.Buffer, topic string, m statestore.Metrics) any {
-			return statestore.NewKeyValueStore(buf, topic, keys, values, m)
+		NewTyped: func(buf *kvstore.Buffer, topic string, m kvstore.Metrics) any {
+			return kvstore.NewKeyValueStore(buf, topic, keys, values, m)
 		},
 		Keys: keys, Values: values,
 		KeyFromText: func(text, topic string) ([]byte, error) {

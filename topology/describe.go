@@ -17,7 +17,7 @@ import (
 func (t *Topology) Describe() string {
 	var sb strings.Builder
 	sb.WriteString("Topologies:\n")
-	for i, s := range t.g.Subtopologies {
+	for i, s := range t.g().Subtopologies {
 		if i > 0 {
 			sb.WriteString("\n")
 		}
@@ -57,7 +57,7 @@ func (t *Topology) Describe() string {
 	}
 	// Kafka Streams lists each global store as a sub-topology "for global store (will
 	// not generate tasks)"; eddy's have no nodes, so one line each.
-	for _, gs := range t.g.GlobalStores {
+	for _, gs := range t.g().GlobalStores {
 		st := gs.Store
 		fmt.Fprintf(&sb, "\n   Global store: %s (topic: %s, read by every instance; no tasks, no changelog but its topic)\n", st.Name, gs.Topic)
 		fmt.Fprintf(&sb, "      keys %s, values %s, serdes (%s, %s)\n", typeName(st.KeyType), typeName(st.ValueType), st.KeySerde, st.ValueSerde)
@@ -89,7 +89,7 @@ func (t *Topology) DescribeDOT() string {
 	var sb strings.Builder
 	sb.WriteString("digraph topology {\n  rankdir=LR;\n  node [fontname=\"Helvetica\"];\n")
 	topics := map[string]bool{}
-	for _, s := range t.g.Subtopologies {
+	for _, s := range t.g().Subtopologies {
 		fmt.Fprintf(&sb, "  subgraph cluster_%d {\n    label=\"Sub-topology %d\";\n", s.ID, s.ID)
 		for _, n := range s.Nodes {
 			shape := "box"
@@ -144,7 +144,7 @@ func (t *Topology) DescribeMermaid() string {
 		return v
 	}
 	topics := map[string]bool{}
-	for _, s := range t.g.Subtopologies {
+	for _, s := range t.g().Subtopologies {
 		fmt.Fprintf(&sb, "  subgraph sub%d[\"Sub-topology %d\"]\n", s.ID, s.ID)
 		for _, n := range s.Nodes {
 			fmt.Fprintf(&sb, "    %s[\"%s: %s\"]\n", id("node:"+n.Name), n.Kind, mermaidText(n.Name))
@@ -154,7 +154,7 @@ func (t *Topology) DescribeMermaid() string {
 		}
 		sb.WriteString("  end\n")
 	}
-	for _, s := range t.g.Subtopologies {
+	for _, s := range t.g().Subtopologies {
 		for _, n := range s.Nodes {
 			for _, tp := range topicLabels(n) {
 				if !topics[tp] {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
@@ -46,7 +47,7 @@ func FuzzKeyFromText(f *testing.F) {
 		"NaN", "-0", "Inf", "2147483648", `{"X":1,"Y":2}`, "null", `{"X":"1"}`, " 7", "+7", "\xff"} {
 		f.Add(s)
 	}
-	stores := keyStores(f).Graph().Stores
+	stores := graph.Of(keyStores(f)).Stores
 	f.Fuzz(func(t *testing.T, text string) {
 		const topic = "app-store-changelog"
 		got := map[string][]byte{}

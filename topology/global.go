@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
@@ -65,8 +66,8 @@ func addGlobalStore[K, V, Q any](b *Builder, name, topic string, keys serde.Serd
 	}
 	st.Logged = false
 	st.Global = true
-	st.NewTyped = func(buf *statestore.Buffer, topic string, m statestore.Metrics) any {
-		return readOnly[K, V]{statestore.NewKeyValueStore(buf, topic, keys, stored, m)}
+	st.NewTyped = func(buf *kvstore.Buffer, topic string, m kvstore.Metrics) any {
+		return readOnly[K, V]{kvstore.NewKeyValueStore(buf, topic, keys, stored, m)}
 	}
 	gs := &graph.GlobalStore{Store: st, Topic: topic}
 	gs.Entry = func(rec graph.RawRecord) ([]byte, []byte, bool, error) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
@@ -29,7 +30,7 @@ func TestConnectStoreAndQueryValuesAs(t *testing.T) {
 	if got := topo.Subtopologies()[0].Stores; len(got) != 1 || got[0] != "s" {
 		t.Errorf("stores %q", got)
 	}
-	g := topo.Graph()
+	g := graph.Of(topo)
 	if v, err := g.Stores["s"].ValueToJSON([]byte("x"), ""); err != nil || v != int64(42) {
 		t.Errorf("ValueToJSON = %v, %v; want the view's 42", v, err)
 	}

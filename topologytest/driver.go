@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
@@ -114,9 +115,9 @@ type Driver struct {
 	queue    []Record              // records written to topics the topology reads, not processed yet
 	wall     time.Time
 	nextTime time.Time
-	sets     []*statestore.Set
+	sets     []*kvstore.Set
 	// global holds the global stores; globalTopics maps each one's topic to it.
-	global       statestore.Backend
+	global       kvstore.Backend
 	globalTopics map[string]*graph.GlobalStore
 	closed       bool
 	// tx is the open transaction of every task under CommitEvery > 1; nil when none.
@@ -146,15 +147,15 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 		byTopic: map[string]*task.Task{}, topics: map[string][]Record{}, read: map[string]int{},
 		wall: cfg.StartTime, nextTime: cfg.StartTime,
 	}
-	g := topo.Graph()
+	g := graph.Of(topo)
 	if len(g.GlobalStores) > 0 {
 		d.globalTopics = map[string]*graph.GlobalStore{}
 		for _, gs := range g.GlobalStores {
 			d.globalTopics[gs.Topic] = gs
 		}
-		d.global = statestore.NewMemoryBackend()
+		d.global = kvstore.NewMemoryBackend()
 		if cfg.StateDir != "" {
-			b, err := statestore.OpenBolt(filepath.Join(cfg.StateDir, cfg.ApplicationID, "global"), statestore.BoltOptions{Logger: cfg.Logger})
+			b, err := kvstore.OpenBolt(filepath.Join(cfg.StateDir, cfg.ApplicationID, "global"), kvstore.BoltOptions{Logger: cfg.Logger})
 			if err != nil {
 				return nil, err
 			}
@@ -163,16 +164,16 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 	}
 	for _, sub := range g.Subtopologies {
 		id := processor.TaskID{Subtopology: sub.ID, Partition: 0}
-		var backend statestore.Backend = statestore.NewMemoryBackend()
+		var backend kvstore.Backend = kvstore.NewMemoryBackend()
 		if cfg.StateDir != "" {
-			b, err := statestore.OpenBolt(filepath.Join(cfg.StateDir, cfg.ApplicationID, id.String()), statestore.BoltOptions{Logger: cfg.Logger})
+			b, err := kvstore.OpenBolt(filepath.Join(cfg.StateDir, cfg.ApplicationID, id.String()), kvstore.BoltOptions{Logger: cfg.Logger})
 			if err != nil {
 				d.Close()
 				return nil, err
 			}
 			backend = b
 		}
-		set := statestore.NewSet(backend)
+		set := kvstore.NewSet(backend)
 		d.sets = append(d.sets, set)
 		t, err := task.New(task.Config{
 			ID: id, ApplicationID: cfg.ApplicationID, Graph: g, Subtopology: sub,
@@ -362,9 +363,9 @@ func (d *Driver) updateGlobal(gs *graph.GlobalStore, rec graph.RawRecord) error 
 	if err != nil {
 		return fmt.Errorf("topologytest: topic %q offset %d: %w", rec.Topic, rec.Offset, err)
 	}
-	batch := statestore.Batch{Checkpoints: map[string]int64{names.GlobalCheckpoint(gs.Store.Name, rec.Partition): rec.Offset + 1}}
+	batch := kvstore.Batch{Checkpoints: map[string]int64{names.GlobalCheckpoint(gs.Store.Name, rec.Partition): rec.Offset + 1}}
 	if !skip {
-		batch.Writes = map[string][]statestore.Entry{gs.Store.Name: {{Key: k, Value: v}}}
+		batch.Writes = map[string][]kvstore.Entry{gs.Store.Name: {{Key: k, Value: v}}}
 	}
 	return d.global.Write(batch)
 }

@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/processor"
-	"github.com/eddy-streams/eddy/statestore"
 )
 
 const inspectUsage = `Usage: eddy state inspect [flags] DIR
@@ -73,7 +73,7 @@ func findTasks(dir string) (stateTarget, error) {
 	if !fi.IsDir() {
 		return stateTarget{}, fmt.Errorf("state dir %s is not a directory", dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, statestore.BoltFileName)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, kvstore.BoltFileName)); err == nil {
 		t := stateTarget{single: true}
 		clean := filepath.Clean(dir)
 		id, err := processor.ParseTaskID(filepath.Base(clean))
@@ -101,7 +101,7 @@ func findTasks(dir string) (stateTarget, error) {
 			}
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(sub, statestore.BoltFileName)); err == nil {
+		if _, err := os.Stat(filepath.Join(sub, kvstore.BoltFileName)); err == nil {
 			t.tasks = append(t.tasks, taskDir{id: id, dir: sub})
 		}
 	}
@@ -111,7 +111,7 @@ func findTasks(dir string) (stateTarget, error) {
 				dir, strings.Join(apps, ", "), filepath.Join(dir, apps[0]))
 		}
 		return stateTarget{}, fmt.Errorf("%s holds no task state: want an application state dir (<StateDir>/<application ID>, with task dirs such as 1_0) or a task dir holding %s",
-			dir, statestore.BoltFileName)
+			dir, kvstore.BoltFileName)
 	}
 	slices.SortFunc(t.tasks, func(a, b taskDir) int {
 		return cmp.Or(cmp.Compare(a.id.Subtopology, b.id.Subtopology), cmp.Compare(a.id.Partition, b.id.Partition))
@@ -127,7 +127,7 @@ func looksLikeAppDir(dir string) bool {
 	}
 	for _, e := range entries {
 		if _, err := processor.ParseTaskID(e.Name()); err == nil && e.IsDir() {
-			if _, err := os.Stat(filepath.Join(dir, e.Name(), statestore.BoltFileName)); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), kvstore.BoltFileName)); err == nil {
 				return true
 			}
 		}
@@ -173,7 +173,7 @@ func runInspect(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		report.Application = filepath.Base(filepath.Clean(target.appDir))
 	}
 	for _, td := range target.tasks {
-		info, err := statestore.InspectBolt(td.dir, statestore.InspectOptions{LockTimeout: *lockTimeout, Verify: *verify})
+		info, err := kvstore.InspectBolt(td.dir, kvstore.InspectOptions{LockTimeout: *lockTimeout, Verify: *verify})
 		if err != nil {
 			return fmt.Errorf("state inspect: task %s: %w", td.id, err)
 		}
@@ -215,10 +215,10 @@ type storeReport struct {
 	Checkpoint *int64 `json:"checkpoint"` // null: none
 }
 
-func newTaskReport(td taskDir, target stateTarget, info statestore.BoltFileInfo) taskReport {
+func newTaskReport(td taskDir, target stateTarget, info kvstore.BoltFileInfo) taskReport {
 	r := taskReport{
 		Path: info.Path, Size: info.Size, TxID: info.TxID,
-		ClosedCleanly: info.Previous == statestore.StateClean && info.Detail == "",
+		ClosedCleanly: info.Previous == kvstore.StateClean && info.Detail == "",
 		CloseState:    string(info.Previous), Detail: info.Detail,
 		Verified: info.Verified, MovedAside: info.MovedAside, Stores: []storeReport{},
 	}
@@ -254,7 +254,7 @@ func (r inspectReport) print(w io.Writer) error {
 		switch {
 		case t.ClosedCleanly:
 			fmt.Fprint(bw, "closed cleanly")
-		case t.CloseState == string(statestore.StateClean):
+		case t.CloseState == string(kvstore.StateClean):
 			fmt.Fprintf(bw, "closed cleanly, but %s", t.Detail)
 		default:
 			fmt.Fprintf(bw, "NOT closed cleanly (%s): %s", t.CloseState, t.Detail)
@@ -330,7 +330,7 @@ func runDump(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := target.checkNotRunning(); err != nil {
 		return fmt.Errorf("state dump: %w", err)
 	}
-	opts := statestore.InspectOptions{LockTimeout: *lockTimeout}
+	opts := kvstore.InspectOptions{LockTimeout: *lockTimeout}
 
 	// With several tasks, dump those that hold the store.
 	tasks := target.tasks
@@ -338,7 +338,7 @@ func runDump(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		tasks = nil
 		have := map[string]bool{}
 		for _, td := range target.tasks {
-			info, err := statestore.InspectBolt(td.dir, opts)
+			info, err := kvstore.InspectBolt(td.dir, opts)
 			if err != nil {
 				return fmt.Errorf("state dump: task %s: %w", td.id, err)
 			}
@@ -371,7 +371,7 @@ func runDump(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		if !target.single {
 			prefix = td.id.String() + "\t"
 		}
-		err := statestore.DumpBolt(td.dir, store, opts, func(k, v []byte) error {
+		err := kvstore.DumpBolt(td.dir, store, opts, func(k, v []byte) error {
 			ks, kok := kd.render(k)
 			vs, vok := vd.render(v)
 			n++

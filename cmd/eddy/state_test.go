@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/eddy-streams/eddy"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
 	"github.com/eddy-streams/eddy/internal/flock"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/topologytest"
@@ -133,7 +134,7 @@ func TestStateInspectUnclean(t *testing.T) {
 	appDir := wordcountStateDir(t)
 	// A process that died with the file open leaves this state file behind.
 	state := `{"state":"open","pid":4242,"time":"2026-01-01T00:00:00Z"}`
-	if err := os.WriteFile(filepath.Join(appDir, "1_0", statestore.BoltStateFileName), []byte(state), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(appDir, "1_0", kvstore.BoltStateFileName), []byte(state), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := runCmd(t, "state", "inspect", "--json", appDir)
@@ -182,7 +183,7 @@ func TestStateLocked(t *testing.T) {
 	_ = lock.Close() // releases the lock
 
 	// A task's store open by its owner: the lock wait is bounded.
-	b, err := statestore.OpenBolt(filepath.Join(appDir, "1_0"), statestore.BoltOptions{})
+	b, err := kvstore.OpenBolt(filepath.Join(appDir, "1_0"), kvstore.BoltOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,23 +266,23 @@ func TestStateDump(t *testing.T) {
 // keys and values, the empty key, control characters.
 func TestStateDumpSerdes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "app", "0_3")
-	b, err := statestore.OpenBolt(dir, statestore.BoltOptions{})
+	b, err := kvstore.OpenBolt(dir, kvstore.BoltOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	i64 := func(v int64) []byte { x, _ := serde.Int64().Serialize("", v); return x }
 	i32 := func(v int32) []byte { x, _ := serde.Int32().Serialize("", v); return x }
 	f64 := func(v float64) []byte { x, _ := serde.Float64().Serialize("", v); return x }
-	entries := []statestore.Entry{
+	entries := []kvstore.Entry{
 		{Key: []byte{}, Value: []byte(`{"empty": true}`)},
 		{Key: i64(-1), Value: []byte("not json")},
 		{Key: i64(7), Value: []byte("{\n  \"a\": [1, 2]\n}")},
 		{Key: []byte("tab\there"), Value: []byte(`"s"`)},
 		{Key: []byte{0xff, 0xfe}, Value: []byte(`null`)},
 	}
-	statestore.SortEntries(entries)
-	err = b.Write(statestore.Batch{
-		Writes:      map[string][]statestore.Entry{"s": entries, "n": {{Key: i32(5), Value: f64(2.5)}, {Key: i32(-3), Value: f64(-0.125)}}},
+	kvstore.SortEntries(entries)
+	err = b.Write(kvstore.Batch{
+		Writes:      map[string][]kvstore.Entry{"s": entries, "n": {{Key: i32(5), Value: f64(2.5)}, {Key: i32(-3), Value: f64(-0.125)}}},
 		Checkpoints: map[string]int64{"s": 11},
 	})
 	if err != nil {

@@ -31,7 +31,10 @@ type childSpec struct {
 	Partitions     int32
 	CommitInterval time.Duration
 	SingleProducer bool    // pipe-txn: one transactional producer for every partition
-	Topology       string  // eddy: passthrough, wordcount, kv-put, kv-get
+	Topology       string  // eddy: passthrough, wordcount, wordcount-dsl, count, kv-put, kv-get
+	NoCaching      bool    // wordcount-dsl: record caching off (stream.NoCaching)
+	SampleCost     bool    // sample open sockets and goroutines (cost-per-task rows)
+	Threads        int     // Kafka Streams: stream threads (default 1)
 	ExactlyOnce    bool    // eddy: the guarantee
 	StateDir       string  // eddy
 	ExpectTasks    int     // restore: stop once this many tasks restored and processed a record
@@ -80,6 +83,14 @@ type childResult struct {
 	RequestLatencyMs   float64          `json:",omitempty"`
 	Requests           map[string]int64 `json:",omitempty"` // by API name
 
+	// Cost-per-task rows: what the process holds, sampled every 100 ms; "AtStop" when
+	// the parent stops it (all input processed, idle commits running).
+	Sockets        int `json:",omitempty"` // open sockets (/proc/self/fd), at stop
+	SocketsPeak    int `json:",omitempty"`
+	FDs            int `json:",omitempty"` // open file descriptors, at stop
+	Goroutines     int `json:",omitempty"` // at stop
+	GoroutinesPeak int `json:",omitempty"`
+
 	// The Go runtime.
 	Mallocs    uint64  `json:",omitempty"`
 	AllocBytes uint64  `json:",omitempty"`
@@ -104,6 +115,10 @@ func childMain(ctx context.Context, kind, specJSON string) int {
 	// sarama unregisters a broker connection's metrics when it closes, so take them when
 	// the parent asks the child to stop, before the clients close (or at the end).
 	snap := &metricsSnapshot{reg: reg, heapProfile: spec.ProfilePrefix}
+	if spec.SampleCost {
+		snap.cost = newCostSampler()
+		defer snap.cost.stop()
+	}
 	snapDone := make(chan struct{})
 	childDone := make(chan struct{})
 	go func() {
@@ -256,13 +271,17 @@ func apiNames() []struct {
 // heap profile then (while the application still runs) when profiling.
 type metricsSnapshot struct {
 	reg         metrics.Registry
-	heapProfile string // prefix; empty: none
+	heapProfile string       // prefix; empty: none
+	cost        *costSampler // nil: not sampled
 	once        sync.Once
 	taken       childResult
 }
 
 func (m *metricsSnapshot) take() {
 	m.once.Do(func() {
+		if m.cost != nil {
+			m.cost.take(&m.taken)
+		}
 		fillMetrics(m.reg, &m.taken)
 		if m.heapProfile != "" {
 			if f, err := os.Create(m.heapProfile + ".heap.pprof"); err == nil {
@@ -278,6 +297,8 @@ func (m *metricsSnapshot) fill(r *childResult) {
 	r.RecordsPerProduce, r.ProduceBatchBytes = m.taken.RecordsPerProduce, m.taken.ProduceBatchBytes
 	r.ConsumerBatch, r.FetchResponseBytes = m.taken.ConsumerBatch, m.taken.FetchResponseBytes
 	r.RequestLatencyMs, r.Requests = m.taken.RequestLatencyMs, m.taken.Requests
+	r.Sockets, r.SocketsPeak, r.FDs = m.taken.Sockets, m.taken.SocketsPeak, m.taken.FDs
+	r.Goroutines, r.GoroutinesPeak = m.taken.Goroutines, m.taken.GoroutinesPeak
 }
 
 func fillMetrics(reg metrics.Registry, r *childResult) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
+	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topology"
 )
 
@@ -42,7 +44,18 @@ func buildTopology(spec *childSpec, seen func(processor.TaskID)) (*topology.Topo
 	case "wordcount":
 		return wordcount.TopologyFor(spec.Input, spec.Output)
 	case "wordcount-dsl": // the same word count in the stream DSL
-		return wordcountdsl.TopologyFor(spec.Input, spec.Output)
+		var opts []stream.BuilderOption
+		if spec.NoCaching {
+			opts = append(opts, stream.NoCaching())
+		}
+		return wordcountdsl.TopologyFor(spec.Input, spec.Output, opts...)
+	case "count": // the word count's counting sub-topology on keyed input: a store per task
+		b := topology.NewBuilder()
+		topology.AddSource(b, "in", serde.Bytes(), serde.Bytes(), spec.Input)
+		topology.AddProcessor(b, "count", func() processor.Processor[[]byte, []byte, []byte, int64] { return &keyCounter{} }, "in")
+		topology.AddKeyValueStore(b, storeName, serde.Bytes(), serde.Int64(), "count")
+		topology.AddSink(b, "out", spec.Output, serde.Bytes(), serde.Int64(), "count")
+		return b.Build()
 	case "kv-put", "kv-get":
 		put := spec.Topology == "kv-put"
 		b := topology.NewBuilder()
@@ -89,6 +102,54 @@ func (p *kvProcessor) Process(rec processor.Record[[]byte, []byte]) error {
 
 func (p *kvProcessor) Close() error { return nil }
 
+// keyCounter counts the records of each key in the store and forwards the new count,
+// as the word count's counter does for words.
+type keyCounter struct {
+	ctx    processor.Context[[]byte, int64]
+	counts statestore.KeyValueStore[[]byte, int64]
+}
+
+func (c *keyCounter) Init(ctx processor.Context[[]byte, int64]) error {
+	c.ctx = ctx
+	var err error
+	c.counts, err = processor.KeyValueStore[[]byte, int64](ctx, storeName)
+	return err
+}
+
+func (c *keyCounter) Process(rec processor.Record[[]byte, []byte]) error {
+	n, _, err := c.counts.Get(rec.Key)
+	if err != nil {
+		return err
+	}
+	n++
+	if err := c.counts.Put(rec.Key, n); err != nil {
+		return err
+	}
+	return c.ctx.Forward(processor.WithValue(rec, n))
+}
+
+func (c *keyCounter) Close() error { return nil }
+
+// repartitionTopics lists the repartition topics of the topology a child runs for an
+// application: the DSL names its own (they need not be the processor-API version's
+// "<app>-words-repartition"), so they are read from the topology, not spelled here.
+func repartitionTopics(spec *childSpec) ([]string, error) {
+	topo, err := buildTopology(spec, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, st := range topo.Subtopologies() {
+		_, reps := st.InternalTopics(spec.Group)
+		for _, r := range reps {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
 // eddyConfig is the application's configuration: eddy's defaults, the row's guarantee
 // and commit interval, the tuning, and hooks that collect statistics.
 func eddyConfig(spec *childSpec, reg metrics.Registry, logs *logStats, onRestore func(processor.TaskID, changelog.Result)) eddy.Config {
@@ -103,7 +164,10 @@ func eddyConfig(spec *childSpec, reg metrics.Registry, logs *logStats, onRestore
 		Guarantee:      g,
 		CommitInterval: spec.CommitInterval,
 		CommitRecords:  spec.Tune.CommitRecords,
-		Logger:         slog.New(&logHandler{s: logs, next: slog.NewTextHandler(os.Stderr, nil)}),
+		// The rows named *-pertask run the producer-per-task model beside the default
+		// producer per worker.
+		ProducerPerTask: spec.Tune.PerTask,
+		Logger:          slog.New(&logHandler{s: logs, next: slog.NewTextHandler(os.Stderr, nil)}),
 		Sarama: func(sc *sarama.Config) {
 			sc.MetricRegistry = reg
 			spec.Tune.apply(sc)
@@ -261,7 +325,7 @@ func runChangelogKread(ctx context.Context, spec *childSpec, reg metrics.Registr
 	defer client.Close()
 	fetch := spec.Tune.KreadFetch
 	if fetch <= 0 {
-		fetch = 32 << 20 // changelog.Restorer's default
+		fetch = 32 << 20 // restore.Restorer's default
 	}
 	var records, bytes atomic.Int64
 	var wg sync.WaitGroup

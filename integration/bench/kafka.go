@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/kread"
 )
 
 // The parent's view of the broker: end offsets and committed offsets, polled cheaply
@@ -57,6 +59,26 @@ func (e *env) endOffsets(topic string, iso sarama.IsolationLevel) ([]int64, erro
 		}
 	}
 	return out, nil
+}
+
+// countCommitted counts the committed data records of a topic (read_committed, up to
+// each partition's last stable offset).
+func (e *env) countCommitted(ctx context.Context, topic string) (int64, error) {
+	lso, err := e.endOffsets(topic, sarama.ReadCommitted)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for p, end := range lso {
+		err := kread.ReadRange(ctx, e.client, topic, int32(p), 0, end, func(kread.Record) error {
+			n++
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("count the records of %s/%d: %w", topic, p, err)
+		}
+	}
+	return n, nil
 }
 
 func sum(xs []int64) int64 {
@@ -157,12 +179,39 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // createTopic creates a topic (8 partitions by default) and records it for deletion.
 func (e *env) createTopic(ctx context.Context, name string, partitions int32, configs map[string]string) error {
 	if err := e.cluster.CreateTopic(ctx, name, partitions, configs); err != nil {
-		return fmt.Errorf("create topic %s: %w", name, err)
+		// kafkatest waits ~5 s for the leaders to serve a new topic; on a busy broker a
+		// topic of hundreds of partitions (the cost rows) can take longer. Once it exists
+		// with all its partitions, wait for that here.
+		if werr := e.waitServed(ctx, name, partitions); werr != nil {
+			return fmt.Errorf("create topic %s: %w", name, errors.Join(err, werr))
+		}
 	}
 	e.created = append(e.created, name)
 	// Let the parent's client learn the new topic now rather than at its first poll.
 	_ = e.client.RefreshMetadata(name)
 	return nil
+}
+
+// waitServed waits up to a minute until a topic exists with all its partitions and
+// answers ListOffsets on every one.
+func (e *env) waitServed(ctx context.Context, name string, partitions int32) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_ = e.client.RefreshMetadata(name)
+		offs, err := e.endOffsets(name, sarama.ReadUncommitted)
+		if err == nil && int32(len(offs)) == partitions {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%d of %d partitions in the metadata", len(offs), partitions)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s not served after a minute: %w", name, err)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // deleteTopicsWithPrefix deletes the topics whose names start with prefix (a run's own

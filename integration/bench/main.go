@@ -4,7 +4,7 @@
 // real Kafka cluster, in one invocation, and prints the results as a table (and writes
 // them as Markdown for BENCHMARKS.md and as JSON).
 //
-// Rows (select with -rows; groups: throughput, restore, memory, latency, all):
+// Rows (select with -rows; groups: throughput, dsl, restore, memory, cost, latency, all):
 //
 //	pipe-raw          plain sarama consumer group → idempotent async producer copy, no
 //	                  framework: the ceiling of at-least-once rows
@@ -17,6 +17,10 @@
 //	pipe-txn-1p       the same at 100 ms with ONE transactional producer for all partitions
 //	pass-{alos,eos}-{100ms,1s}   eddy passthrough (source → sink, Bytes serdes)
 //	wc-{alos,eos}-{100ms,1s}     eddy word count (examples/wordcount); records are words
+//	wc-dsl[-nocache]-eos-{100ms,1s}  the same word count written with the stream DSL
+//	                  (examples/wordcount/dsl), record caching on (the default) or off;
+//	                  compared with wc-eos-* run beside them, with the output records
+//	                  per input word (the caches forward one count per word and commit)
 //	changelog-read    a plain sarama consumer reads a changelog of -changelog-keys keys
 //	                  (read_committed): the ceiling of restore-full
 //	changelog-kread   the same read with internal/kread, the restorer's fetch path, no store
@@ -26,6 +30,17 @@
 //	                  while processing: only the changelog's tail is restored
 //	mem-load-32       32 tasks put -mem-keys distinct keys into their stores (exactly-once)
 //	mem-restore-32    32 tasks restore those keys with an empty state dir
+//	cost-tasks-{16,128,512}  cost per task: one instance runs a count topology (a store,
+//	                  a changelog and an output per task) on input of that many
+//	                  partitions, exactly-once at 100 ms; after the input is committed
+//	                  and -cost-settle of idle commits, its open sockets and file
+//	                  descriptors (/proc/self/fd) and goroutines are read, beside the
+//	                  peak RSS (VmHWM; anonymous and file-backed). Rerun with -rows cost.
+//	ks-cost-tasks-{16,128,512}  the same count topology in Kafka Streams 4.1.1
+//	                  (exactly_once_v2, one stream thread, record caching off, JVM
+//	                  defaults), built from integration/bench/kstreams with Maven (Java
+//	                  17+ and mvn on PATH) into the work directory; JVM threads stand in
+//	                  for goroutines
 //	lat-*             end-to-end latency, produce timestamp → output visible to a
 //	                  read_committed consumer, p50/p99, at half the maximum rate of
 //	                  pass-eos-100ms (or -latency-rate)
@@ -88,6 +103,8 @@ type options struct {
 	killUpdates  int
 	memKeys      int
 	memParts     int
+	costRecords  int
+	costSettle   time.Duration
 	runs         int
 	warmup       int
 	latDuration  time.Duration
@@ -121,12 +138,16 @@ type tuning struct {
 	MaxWait       time.Duration `json:",omitempty"` // Consumer.MaxWaitTime
 	KreadFetch    int32         `json:",omitempty"` // changelog-kread: bytes per fetch (default 32 MiB, the restorer's)
 	CommitRecords int           `json:",omitempty"` // eddy Config.CommitRecords
+	PerTask       bool          `json:",omitempty"` // eddy Config.ProducerPerTask (rows named *-pertask)
 }
 
 func (t tuning) String() string {
 	var parts []string
 	if t.TxnBackoff > 0 {
 		parts = append(parts, fmt.Sprintf("txn-backoff=%v", t.TxnBackoff))
+	}
+	if t.PerTask {
+		parts = append(parts, "producer-per-task")
 	}
 	if t.Linger > 0 {
 		parts = append(parts, fmt.Sprintf("linger=%v", t.Linger))
@@ -192,6 +213,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.killUpdates, "kill-updates", 200_000, "records the restore-tail row's instance processes (and is SIGKILLed in the middle of) before the measured restart")
 	fs.IntVar(&o.memKeys, "mem-keys", 1_000_000, "distinct keys held by the tasks of the memory rows")
 	fs.IntVar(&o.memParts, "mem-partitions", 32, "partitions (tasks) of the memory rows")
+	fs.IntVar(&o.costRecords, "cost-records", 200_000, "input records of each cost-tasks-N row (keys drawn from -vocab keys)")
+	fs.DurationVar(&o.costSettle, "cost-settle", 3*time.Second, "how long a cost-tasks-N row's instance runs idle after its input is committed before its sockets and goroutines are read")
 	fs.IntVar(&o.runs, "runs", 3, "measured runs per row (the tables show the median)")
 	fs.IntVar(&o.warmup, "warmup", 1, "unmeasured warm-up runs per row before the measured ones")
 	fs.DurationVar(&o.latDuration, "latency-duration", 20*time.Second, "how long the latency rows produce input")
@@ -261,8 +284,8 @@ func parseFlags(args []string) (*options, error) {
 		o.profileRows = o.rows
 	}
 	switch {
-	case o.records < 1, o.words < 1, o.clKeys < 1, o.memKeys < 1, o.killUpdates < 1:
-		return nil, errors.New("-records, -words, -changelog-keys, -mem-keys and -kill-updates must be positive")
+	case o.records < 1, o.words < 1, o.clKeys < 1, o.memKeys < 1, o.killUpdates < 1, o.costRecords < 1:
+		return nil, errors.New("-records, -words, -changelog-keys, -mem-keys, -kill-updates and -cost-records must be positive")
 	case o.valueSize < 20:
 		return nil, errors.New("-value-size must be at least 20")
 	case o.partitions < 1 || o.memParts < 1:

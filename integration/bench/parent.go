@@ -14,7 +14,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/topicspec"
 	"github.com/eddy-streams/eddy/kafkatest"
 )
 
@@ -35,6 +35,8 @@ type env struct {
 	clB, restoreInB        *dataset // restore-tail: changelog and input
 	memIn                  *dataset // memory rows' input
 	memLoadID              map[int]string
+	costIn                 map[int32]*dataset // cost rows' input by partition count
+	ks                     *kstreamsApp       // built by the first Kafka Streams row
 	results                []*runResult
 	startLoad, endLoad     string
 	startedAt, finishedAt  time.Time
@@ -51,7 +53,7 @@ func parentMain(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("find this executable: %w", err)
 	}
-	e := &env{o: o, exe: exe, rng: rand.New(rand.NewPCG(7, 11)), memLoadID: map[int]string{}}
+	e := &env{o: o, exe: exe, rng: rand.New(rand.NewPCG(7, 11)), memLoadID: map[int]string{}, costIn: map[int32]*dataset{}}
 	if o.work == "" {
 		if e.work, err = os.MkdirTemp("", "eddy-bench-"); err != nil {
 			return err
@@ -268,7 +270,7 @@ func (e *env) appB() string { return e.o.prefix + "-restoretail" }
 // writeChangelog creates a store's changelog as eddy would (compacted, one partition
 // per task) and fills it with -changelog-keys keys in transactions of 5000 records.
 func (e *env) writeChangelog(ctx context.Context, app string, partitions int32, keys int) (*dataset, error) {
-	spec := changelog.ChangelogSpec(app, storeName, partitions)
+	spec := topicspec.Changelog(app, storeName, partitions)
 	if err := e.createTopic(ctx, spec.Name, partitions, spec.Configs); err != nil {
 		return nil, err
 	}
@@ -348,6 +350,14 @@ func (r *runResult) line() string {
 	case r.Resume > 0:
 		return fmt.Sprintf("restored %d records in %.2f s (%.0f/s); every task processing after %.2f s; CPU %.2f s, RSS %.0f MB", r.Restored, r.Seconds, r.Rate, r.Resume, r.CPU, r.MaxRSSMB)
 	}
-	return fmt.Sprintf("%d in %.2f s: %.0f/s, %.1f MB/s; CPU %.2f s (%.2f s/M); RSS %.0f MB; startup %.2f s; commits %d (mean %.1f ms)",
+	if r.Tasks > 0 {
+		return fmt.Sprintf("%d tasks: %d sockets (peak %d), %d fds, %d goroutines (peak %d); RSS %.0f MB (anon %.0f, file %.0f); %d in %.2f s: %.0f/s; CPU %.2f s; startup %.2f s",
+			r.Tasks, r.Child.Sockets, r.Child.SocketsPeak, r.Child.FDs, r.Child.Goroutines, r.Child.GoroutinesPeak, r.MaxRSSMB, r.PeakAnonMB, r.PeakFileMB, r.Units, r.Seconds, r.Rate, r.CPU, r.Startup)
+	}
+	line := fmt.Sprintf("%d in %.2f s: %.0f/s, %.1f MB/s; CPU %.2f s (%.2f s/M); RSS %.0f MB; startup %.2f s; commits %d (mean %.1f ms)",
 		r.Units, r.Seconds, r.Rate, r.MBps, r.CPU, r.CPUPerM, r.MaxRSSMB, r.Startup, r.Child.Commits, r.Child.CommitMeanMs)
+	if r.OutRecords > 0 {
+		line += fmt.Sprintf("; %d output records (%.3f per unit)", r.OutRecords, perUnit(float64(r.OutRecords), r.Units))
+	}
+	return line
 }

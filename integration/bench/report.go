@@ -47,6 +47,13 @@ type summary struct {
 	RecordsPerProduce, ConsumerBatch                float64
 	AllocsPerUnit, AllocBytesPerUnit                float64
 	GCs                                             float64
+
+	OutPerUnit float64 // word-count rows: committed output records per input word
+
+	// Cost rows, medians.
+	Tasks                      int
+	Sockets, SocketsPeak, FDs  float64
+	Goroutines, GoroutinesPeak float64
 }
 
 func median(xs []float64) float64 {
@@ -122,6 +129,13 @@ func (e *env) summarize() []*summary {
 		s.AllocsPerUnit = m(func(x *runResult) float64 { return perUnit(float64(x.Child.Mallocs), x.Units) })
 		s.AllocBytesPerUnit = m(func(x *runResult) float64 { return perUnit(float64(x.Child.AllocBytes), x.Units) })
 		s.GCs = m(func(x *runResult) float64 { return float64(x.Child.NumGC) })
+		s.OutPerUnit = m(func(x *runResult) float64 { return perUnit(float64(x.OutRecords), x.Units) })
+		s.Tasks = runs[0].Tasks
+		s.Sockets = m(func(x *runResult) float64 { return float64(x.Child.Sockets) })
+		s.SocketsPeak = m(func(x *runResult) float64 { return float64(x.Child.SocketsPeak) })
+		s.FDs = m(func(x *runResult) float64 { return float64(x.Child.FDs) })
+		s.Goroutines = m(func(x *runResult) float64 { return float64(x.Child.Goroutines) })
+		s.GoroutinesPeak = m(func(x *runResult) float64 { return float64(x.Child.GoroutinesPeak) })
 	}
 	for _, s := range out {
 		c := byRow[s.Ceiling]
@@ -247,6 +261,16 @@ func (s *summary) cells() []string {
 	if s.Resume > 0 {
 		extra = append(extra, fmt.Sprintf("every task processing %.2f s after start; %s records restored", s.Resume, thousands(s.Restored)))
 	}
+	if s.OutPerUnit > 0 {
+		extra = append(extra, fmt.Sprintf("%.3f output records / %s", s.OutPerUnit, strings.TrimSuffix(s.Unit, "s")))
+	}
+	if s.Tasks > 0 {
+		what := "goroutines"
+		if costEngine(s.Row) != "eddy" {
+			what = "JVM threads"
+		}
+		extra = append(extra, fmt.Sprintf("%d tasks: %.0f sockets, %.0f %s", s.Tasks, s.Sockets, s.Goroutines, what))
+	}
 	if s.CommitMeanMs > 0 {
 		extra = append(extra, fmt.Sprintf("commit %.0f ms mean, %.0f ms p99", s.CommitMeanMs, s.CommitP99Ms))
 	}
@@ -279,8 +303,71 @@ func textTable(e *env, sums []*summary) string {
 	for _, s := range sums {
 		fmt.Fprintln(tw, strings.Join(s.cells(), "\t"))
 	}
+	if cost := costSummaries(sums); len(cost) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, strings.Join(costHeader(), "\t"))
+		for _, c := range costCells(cost) {
+			fmt.Fprintln(tw, strings.Join(c, "\t"))
+		}
+	}
 	_ = tw.Flush()
 	return b.String()
+}
+
+// costSummaries are the cost rows that ran, by engine (eddy first), fewest tasks first.
+func costSummaries(sums []*summary) []*summary {
+	var out []*summary
+	for _, s := range sums {
+		if s.Tasks > 0 {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *summary) int {
+		if ea, eb := costEngine(a.Row), costEngine(b.Row); ea != eb {
+			return map[bool]int{true: -1, false: 1}[ea == "eddy"]
+		}
+		return a.Tasks - b.Tasks
+	})
+	return out
+}
+
+// costEngine is what a cost row runs: "eddy", or "Kafka Streams" for the ks- rows.
+func costEngine(row string) string {
+	if strings.HasPrefix(row, "ks-") {
+		return "Kafka Streams"
+	}
+	return "eddy"
+}
+
+func costHeader() []string {
+	return []string{"row", "tasks", "open sockets (peak)", "per added task", "open fds", "goroutines / JVM threads (peak)", "per added task", "peak RSS MB (VmHWM)", "peak anon / file MB", "per added task MB", "startup s", "records/s", "CPU s / M"}
+}
+
+// costCells formats the cost rows; "per added task" is the growth over the same
+// engine's row with the fewest tasks, divided by the tasks added.
+func costCells(cost []*summary) [][]string {
+	var out [][]string
+	var base *summary
+	for _, s := range cost {
+		if base == nil || costEngine(base.Row) != costEngine(s.Row) {
+			base = s
+		}
+		per := func(x, x0 float64) string {
+			if s.Tasks == base.Tasks {
+				return "—"
+			}
+			return fmt.Sprintf("%.2f", (x-x0)/float64(s.Tasks-base.Tasks))
+		}
+		out = append(out, []string{
+			s.Row, fmt.Sprint(s.Tasks),
+			fmt.Sprintf("%.0f (%.0f)", s.Sockets, s.SocketsPeak), per(s.Sockets, base.Sockets),
+			fmt.Sprintf("%.0f", s.FDs),
+			fmt.Sprintf("%.0f (%.0f)", s.Goroutines, s.GoroutinesPeak), per(s.Goroutines, base.Goroutines),
+			fmt.Sprintf("%.0f", s.MaxRSSMB), fmt.Sprintf("%.0f / %.0f", s.PeakAnonMB, s.PeakFileMB), per(s.MaxRSSMB, base.MaxRSSMB),
+			fmt.Sprintf("%.2f", s.Startup), thousands(s.Rate), fmt.Sprintf("%.2f", s.CPUPerM),
+		})
+	}
+	return out
 }
 
 // markdown renders the results for BENCHMARKS.md.
@@ -292,9 +379,9 @@ func markdown(e *env, sums []*summary) string {
 		e.startLoad, e.endLoad, e.finishedAt.Sub(e.startedAt).Round(time.Second), e.startedAt.Format(time.RFC3339), e.finishedAt.Format("15:04:05"))
 	fmt.Fprintf(&b, "Command:\n\n```\n%s\n```\n\n", o.commandLine)
 	fmt.Fprintf(&b, "Input: %d records of %d-byte values and 16-byte keys over %d partitions; word count: %d words (vocabulary %d) "+
-		"in lines of at most %d bytes; changelogs of %d keys; memory rows: %d keys over %d tasks. %d warm-up and %d measured runs per row, "+
+		"in lines of at most %d bytes; changelogs of %d keys; memory rows: %d keys over %d tasks; cost rows: %d records of %d keys. %d warm-up and %d measured runs per row, "+
 		"rounds interleaved; medians. Client settings: %s.",
-		o.records, o.valueSize, o.partitions, o.words, o.vocab, o.valueSize, o.clKeys, o.memKeys, o.memParts, o.warmup, o.runs, o.tune)
+		o.records, o.valueSize, o.partitions, o.words, o.vocab, o.valueSize, o.clKeys, o.memKeys, o.memParts, o.costRecords, o.vocab, o.warmup, o.runs, o.tune)
 	if e.latencyRate > 0 {
 		fmt.Fprintf(&b, " Latency rows: %d records/s (%s) for %v.", e.latencyRate, e.latencyRateDerivedFrom, o.latDuration)
 	}
@@ -308,6 +395,14 @@ func markdown(e *env, sums []*summary) string {
 	b.WriteString("\nWhat each row runs:\n\n")
 	for _, s := range sums {
 		fmt.Fprintf(&b, "- `%s`: %s\n", s.Row, s.Desc)
+	}
+	if cost := costSummaries(sums); len(cost) > 0 {
+		b.WriteString("\nCost per task (medians; sockets, fds and goroutines or JVM threads read in the child after its input was committed and it ran idle for -cost-settle; peaks sampled every 100 ms):\n\n")
+		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(costHeader(), " | "), strings.Repeat("---|", len(costHeader())))
+		for _, c := range costCells(cost) {
+			c[0] = "`" + c[0] + "`"
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
+		}
 	}
 	b.WriteString("\nDiagnostics (medians; from the child's sarama metrics, eddy's debug log and the Go runtime):\n\n")
 	b.WriteString("| row | startup s | commits | commit mean ms | commit p99 ms | share of task time committing | AddPartitionsToTxn retries / commit | records / produce request | records / partition fetch | allocs / unit | alloc bytes / unit | GCs | peak anon / file MB |\n")

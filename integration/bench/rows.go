@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -47,6 +48,8 @@ type runResult struct {
 	Max        float64 `json:",omitempty"`
 	LatRate    int     `json:",omitempty"` // latency rows: offered records/s
 	LatCount   int     `json:",omitempty"` // latency rows: records measured
+	OutRecords int64   `json:",omitempty"` // word-count rows: committed output records
+	Tasks      int     `json:",omitempty"` // cost rows: the instance's tasks
 	Child      childResult
 }
 
@@ -66,13 +69,26 @@ func rowTable() []*rowDef {
 		{name: "wc-alos-100ms", group: "throughput", unit: "words", ceiling: "pipe-raw", desc: "eddy word count, at-least-once, commit 100 ms", run: eddyRow("wordcount", false, ms100)},
 		{name: "wc-alos-1s", group: "throughput", unit: "words", ceiling: "pipe-raw", desc: "eddy word count, at-least-once, commit 1 s", run: eddyRow("wordcount", false, sec)},
 		{name: "wc-eos-100ms", group: "throughput", unit: "words", ceiling: "pipe-txn", altCeiling: "pipe-txn-2hop", target: 0.70, desc: "eddy word count, exactly-once, commit 100 ms", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-eos-100ms-pertask", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with a producer per task (Config.ProducerPerTask) instead of per worker", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-1s", group: "throughput", unit: "words", ceiling: "pipe-txn-1s", desc: "eddy word count, exactly-once, commit 1 s", run: eddyRow("wordcount", true, sec)},
+		{name: "wc-dsl-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "eddy word count in the stream DSL (examples/wordcount/dsl), record caching on (10 MiB per task), exactly-once, commit 100 ms", run: eddyRow("wordcount-dsl", true, ms100)},
+		{name: "wc-dsl-nocache-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with record caching off (stream.NoCaching)", run: eddyRow("wordcount-dsl-nocache", true, ms100)},
+		{name: "wc-dsl-eos-1s", group: "dsl", unit: "words", ceiling: "wc-eos-1s", desc: "eddy word count in the stream DSL, record caching on, exactly-once, commit 1 s", run: eddyRow("wordcount-dsl", true, sec)},
+		{name: "wc-dsl-nocache-eos-1s", group: "dsl", unit: "words", ceiling: "wc-eos-1s", desc: "the same with record caching off", run: eddyRow("wordcount-dsl-nocache", true, sec)},
 		{name: "changelog-read", group: "restore", unit: "records", desc: "plain sarama consumer reads the changelog (read_committed): restore ceiling", run: changelogReadRow("changelog-read")},
 		{name: "changelog-kread", group: "restore", unit: "records", ceiling: "changelog-read", desc: "the same read with internal/kread (the restorer's fetches), no store", run: changelogReadRow("changelog-kread")},
 		{name: "restore-full", group: "restore", unit: "records", ceiling: "changelog-read", target: 0.70, desc: "empty state dir: restore the whole changelog (8 tasks)", run: restoreFullRow},
 		{name: "restore-tail", group: "restore", unit: "records", desc: "state dir kept after a SIGKILL while processing: tail only", run: restoreTailRow},
 		{name: "mem-load-32", group: "memory", unit: "keys", rssTarget: 200, desc: "32 tasks put distinct keys into their stores (EOS, 100 ms)", run: memLoadRow},
 		{name: "mem-restore-32", group: "memory", unit: "records", rssTarget: 200, desc: "32 tasks restore those keys, empty state dir", run: memRestoreRow},
+		{name: "cost-tasks-16", group: "cost", unit: "records", desc: "cost per task: one instance, 16 tasks (16 partitions), each with a store, a changelog and an output (count topology, EOS, 100 ms)", run: costRow("eddy", 16)},
+		{name: "cost-tasks-128", group: "cost", unit: "records", desc: "the same with 128 tasks", run: costRow("eddy", 128)},
+		{name: "cost-tasks-16-pertask", group: "cost", unit: "records", desc: "cost per task with a producer per task (Config.ProducerPerTask), 16 tasks", run: costRow("eddy", 16)},
+		{name: "cost-tasks-128-pertask", group: "cost", unit: "records", desc: "the same with a producer per task, 128 tasks", run: costRow("eddy", 128)},
+		{name: "cost-tasks-512", group: "cost", unit: "records", desc: "the same with 512 tasks", run: costRow("eddy", 512)},
+		{name: "ks-cost-tasks-16", group: "cost", unit: "records", desc: "cost per task: the same count topology in Kafka Streams 4.1.1 (exactly_once_v2, one stream thread, caching off, JVM defaults), 16 tasks", run: costRow("kstreams", 16)},
+		{name: "ks-cost-tasks-128", group: "cost", unit: "records", desc: "the same in Kafka Streams, 128 tasks", run: costRow("kstreams", 128)},
+		{name: "ks-cost-tasks-512", group: "cost", unit: "records", desc: "the same in Kafka Streams, 512 tasks", run: costRow("kstreams", 512)},
 		{name: "lat-pipe-txn", group: "latency", unit: "records", latency: true, desc: "latency of pipe-txn (100 ms)", run: latencyRow("pipe-txn", false)},
 		{name: "lat-pass-eos-100ms", group: "latency", unit: "records", ceiling: "lat-pipe-txn", latency: true, desc: "latency of eddy passthrough, exactly-once, 100 ms", run: latencyRow("eddy", true)},
 		{name: "lat-pass-alos-100ms", group: "latency", unit: "records", latency: true, desc: "latency of eddy passthrough, at-least-once, 100 ms", run: latencyRow("eddy", false)},
@@ -109,12 +125,21 @@ func (e *env) stateDir(id string) string { return filepath.Join(e.work, "state",
 
 // throughputRun runs a child and measures it from outside.
 func (e *env) throughputRun(ctx context.Context, r *rowDef, round int, kind string, spec childSpec, firstOut string, done doneFunc, ds *dataset) (*runResult, error) {
+	return e.throughputRunSettled(ctx, r, round, kind, spec, firstOut, done, ds, 0)
+}
+
+// throughputRunSettled is throughputRun that leaves the child running for settle after
+// its work is done, before it stops it.
+func (e *env) throughputRunSettled(ctx context.Context, r *rowDef, round int, kind string, spec childSpec, firstOut string, done doneFunc, ds *dataset, settle time.Duration) (*runResult, error) {
 	name := fmt.Sprintf("%s-r%d", r.name, round)
 	c, err := e.startChild(kind, name, spec)
 	if err != nil {
 		return nil, err
 	}
 	secs, startup, err := e.measure(ctx, c, firstOut, done)
+	if err == nil && settle > 0 {
+		err = sleepCtx(ctx, settle)
+	}
 	if err != nil {
 		c.kill()
 		return nil, err
@@ -171,12 +196,14 @@ func pipeTxn2HopRow(ctx context.Context, e *env, r *rowDef, round int) (*runResu
 	return e.throughputRun(ctx, r, round, "pipe-txn-2hop", spec, mid, done, e.input)
 }
 
-// eddyRow runs an eddy application: passthrough or word count.
+// eddyRow runs an eddy application: passthrough or word count (wordcount,
+// wordcount-dsl, wordcount-dsl-nocache: the DSL's with record caching off).
 func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context, *env, *rowDef, int) (*runResult, error) {
 	return func(ctx context.Context, e *env, r *rowDef, round int) (*runResult, error) {
+		words := topo != "passthrough"
 		var in *dataset
 		var err error
-		if topo == "wordcount" {
+		if words {
 			err, in = e.needLines(ctx), e.lines
 		} else {
 			err, in = e.needInput(ctx), e.input
@@ -194,22 +221,40 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 			Row: r.name, Input: in.Topic, Output: out, Group: id, Partitions: int32(e.o.partitions),
 			CommitInterval: interval, Topology: topo, ExactlyOnce: eos, StateDir: e.stateDir(id),
 		}
+		spec.Tune.PerTask = strings.HasSuffix(r.name, "-pertask")
+		if topo == "wordcount-dsl-nocache" {
+			spec.Topology, spec.NoCaching = "wordcount-dsl", true
+		}
+		// The first output of a word count is its first repartitioned word; the
+		// repartition topics are the topology's own (the DSL names them itself).
+		repartitions, err := repartitionTopics(&spec)
+		if err != nil {
+			return nil, err
+		}
 		firstOut := out
-		var repartitions []string
-		if topo == "wordcount" {
-			firstOut = id + "-words-repartition"
-			repartitions = []string{firstOut}
+		if len(repartitions) > 0 {
+			firstOut = repartitions[0]
 		}
 		var done doneFunc
 		switch {
 		case !eos && topo == "wordcount":
 			done = e.outputReached(out, in.Units) // one count update per word
+		case !eos && words:
+			return nil, fmt.Errorf("%s: at-least-once rows need one output record per input unit; the DSL word count's caches forward fewer", r.name)
 		case !eos:
 			done = e.outputReached(out, in.Records)
 		default:
 			done = e.committedThrough(ctx, id, in, repartitions)
 		}
-		return e.throughputRun(ctx, r, round, "eddy", spec, firstOut, done, in)
+		res, err := e.throughputRun(ctx, r, round, "eddy", spec, firstOut, done, in)
+		if err != nil || !words || !eos {
+			return res, err
+		}
+		// Output records per input word: what the DSL's record caches save.
+		if res.OutRecords, err = e.countCommitted(ctx, out); err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
 }
 

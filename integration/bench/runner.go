@@ -41,7 +41,9 @@ type child struct {
 // startChild re-executes this command as a child of the given kind.
 func (e *env) startChild(kind, name string, spec childSpec) (*child, error) {
 	spec.Brokers = e.o.brokers
+	perTask := spec.Tune.PerTask // a row's own choice (rows named *-pertask)
 	spec.Tune = e.o.tune
+	spec.Tune.PerTask = spec.Tune.PerTask || perTask
 	if e.o.profileDir != "" && slices.Contains(e.o.profileRows, spec.Row) {
 		spec.ProfilePrefix = filepath.Join(e.o.profileDir, name)
 	}
@@ -55,6 +57,9 @@ func (e *env) startChild(kind, name string, spec childSpec) (*child, error) {
 		return nil, fmt.Errorf("child log: %w", err)
 	}
 	args := []string{e.exe, "-child", kind, "-child-spec", string(js)}
+	if kind == "kstreams" {
+		args = e.ks.command(spec)
+	}
 	if len(e.o.wrapper) > 0 {
 		var w []string
 		for _, a := range e.o.wrapper {

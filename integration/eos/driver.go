@@ -29,6 +29,10 @@ type DriverConfig struct {
 	Keys int
 	// Rate is the records per second to aim at; 0 writes as fast as the broker takes them.
 	Rate float64
+	// Allowed, if set, caps the records written so far (acknowledged or in flight):
+	// the harness hands out the input fault by fault, so that every fault meets input
+	// however long the faults before it took.
+	Allowed func() int
 	// Seed chooses the key of each record.
 	Seed   uint64
 	Logger *slog.Logger
@@ -129,7 +133,11 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, 
 		var input chan<- *sarama.ProducerMessage
 		var msg *sarama.ProducerMessage
 		due := cfg.Rate <= 0 || float64(sent) < cfg.Rate*time.Since(began).Seconds()
-		if !broken && due && inFlight < maxInFlight && len(acked)+inFlight < cfg.Records {
+		allowed := cfg.Records
+		if cfg.Allowed != nil {
+			allowed = min(allowed, cfg.Allowed())
+		}
+		if !broken && due && inFlight < maxInFlight && len(acked)+inFlight < allowed {
 			key := keys[rng.IntN(len(keys))]
 			msg = &sarama.ProducerMessage{
 				Topic:     cfg.Topic,

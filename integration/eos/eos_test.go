@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/integration/eos"
+	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/kafkatest"
-	"github.com/eddy-streams/eddy/txproducer"
 )
 
 // The test binary doubles as the instance program: the harness re-executes it with
@@ -168,25 +168,7 @@ func TestShortModeBrokerRestart(t *testing.T) {
 // when the test ends.
 func ownBroker(t *testing.T, ctx context.Context) (eos.ScriptBroker, string) {
 	t.Helper()
-	script, err := filepath.Abs(filepath.Join("..", "kafka.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := t.TempDir()
-	shared := os.Getenv("EDDY_KAFKA_HOME")
-	if shared == "" {
-		shared = filepath.Join("..", ".kafka")
-	}
-	dists, _ := filepath.Glob(filepath.Join(shared, "kafka-*", ".complete"))
-	for _, d := range dists {
-		dist, err := filepath.Abs(filepath.Dir(d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(dist, filepath.Join(home, filepath.Base(dist))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	script, home := ownHome(t)
 	ports := freePorts(t, 2)
 	b := eos.ScriptBroker{Script: script, Env: []string{
 		"EDDY_KAFKA_HOME=" + home,
@@ -205,6 +187,33 @@ func ownBroker(t *testing.T, ctx context.Context) (eos.ScriptBroker, string) {
 		}
 	})
 	return b, addr
+}
+
+// ownHome returns the path of integration/kafka.sh and a new home for it that links
+// the jars of the shared broker's home (EDDY_KAFKA_HOME, default integration/.kafka)
+// when they are there.
+func ownHome(t *testing.T) (script, home string) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "kafka.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	home = t.TempDir()
+	shared := os.Getenv("EDDY_KAFKA_HOME")
+	if shared == "" {
+		shared = filepath.Join("..", ".kafka")
+	}
+	dists, _ := filepath.Glob(filepath.Join(shared, "kafka-*", ".complete"))
+	for _, d := range dists {
+		dist, err := filepath.Abs(filepath.Dir(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(dist, filepath.Join(home, filepath.Base(dist))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return script, home
 }
 
 // freePorts returns n TCP ports that were free a moment ago on 127.0.0.1.
@@ -374,7 +383,7 @@ func TestVerifierFindsDoctoredOutput(t *testing.T) {
 	})
 	t.Run("open transaction", func(t *testing.T) {
 		names := eos.NamesFor(prefix)
-		p, err := txproducer.New(ctx, txproducer.Config{
+		p, err := producer.New(ctx, producer.Config{
 			Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: prefix + "-doctor", TransactionTimeout: 5 * time.Minute,
 		})
 		if err != nil {
@@ -426,4 +435,101 @@ func cloneParts[T any](m map[int32][]T) map[int32][]T {
 		out[p] = append([]T(nil), recs...)
 	}
 	return out
+}
+
+// TestClusterShortMode runs the harness on a three-broker cluster (replication factor
+// 3, min.insync.replicas 2) with every cluster fault once: kill -9 of the leader of an
+// input, a changelog and an output partition, of a transaction coordinator and of the
+// group coordinator, a broker paused past its session, two brokers down at once (each
+// restarted after), beside three instance faults. The instances create their internal
+// topics with ReplicationFactor 3 and min.insync.replicas 2 (InternalTopicConfigs),
+// which the harness checks. It starts its own cluster with integration/kafka.sh where
+// the real-Kafka tests run.
+func TestClusterShortMode(t *testing.T) {
+	if len(kafkatest.BrokersFromEnv()) == 0 {
+		t.Skipf("%s is not set: no real Kafka here (this test starts its own three-broker cluster with integration/kafka.sh where the real-Kafka tests run)", kafkatest.BrokersEnv)
+	}
+	ctx := testContext(t, 15*time.Minute)
+	cluster, addrs := ownCluster(t, ctx)
+	c := kafkatest.Connect(t, "own-cluster", addrs)
+	res := run(t, ctx, eos.Config{
+		Brokers: c.Addrs(), Prefix: c.Unique("eos"), Seed: seedFor(t),
+		Records: 20000, Keys: 200, Partitions: 4, Buckets: 16, Instances: 3,
+		CommitInterval: 100 * time.Millisecond, Faults: 3,
+		Cluster: cluster, ClusterFaults: len(eos.ClusterFaultKinds()),
+		ReplicationFactor: 3, InternalTopicConfigs: map[string]string{"min.insync.replicas": "2"},
+		CatchUpTimeout: 5 * time.Minute,
+	})
+	if !res.OK() {
+		t.Errorf("%s", res.Summary())
+	}
+	for _, k := range eos.ClusterFaultKinds() {
+		if res.ClusterFaults[k.String()] != 1 {
+			t.Errorf("%s: %d times, want once (%v)", k, res.ClusterFaults[k.String()], res.ClusterFaults)
+		}
+	}
+	// Five faults kill one broker, one kills two.
+	if res.BrokerRestarts != 7 || res.BrokerPauses != 1 || res.Kills+res.Stops+res.Pauses < 3 {
+		t.Errorf("faults: %s; want 7 broker restarts, 1 broker pause, 3 instance faults", res.Summary())
+	}
+	if res.DeadMembersRemoved > 0 {
+		t.Errorf("Kafka kept %d group members of dead processes past their session timeout", res.DeadMembersRemoved)
+	}
+}
+
+// ownCluster starts a three-broker cluster for the test with integration/kafka.sh
+// (EDDY_KAFKA_BROKERS=3) in a home of its own on free ports, reusing the jars of the
+// shared broker's home, and stops it when the test ends.
+func ownCluster(t *testing.T, ctx context.Context) (eos.ScriptCluster, []string) {
+	t.Helper()
+	script, home := ownHome(t)
+	base := freePortRange(t, 6) // brokers base..base+2, controllers base+3..base+5
+	cl := eos.ScriptCluster{Script: script, Env: []string{
+		"EDDY_KAFKA_HOME=" + home,
+		fmt.Sprintf("EDDY_KAFKA_PORT=%d", base),
+		fmt.Sprintf("EDDY_KAFKA_CONTROLLER_PORT=%d", base+3),
+	}}
+	addrs, err := cl.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := cl.Stop(sctx); err != nil {
+			t.Errorf("stopping the test's cluster: %v", err)
+		}
+	})
+	return cl, addrs
+}
+
+// freePortRange returns the first of n consecutive TCP ports that were free a moment
+// ago on 127.0.0.1.
+func freePortRange(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := l.Addr().(*net.TCPAddr).Port
+		ls := []net.Listener{l}
+		ok := base+n < 65536
+		for p := base + 1; ok && p < base+n; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				break
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			_ = l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports found", n)
+	return 0
 }

@@ -31,7 +31,37 @@ const (
 	// while the transaction coordinator aborts its open transactions. It needs a
 	// session timeout well above the transaction timeout. Counted with the pauses.
 	Stall
+
+	// The cluster faults (they need Config.Cluster, a three-broker cluster) aim at the
+	// broker that holds a role at the moment of the fault (looked up with the metadata
+	// and FindCoordinator requests), kill it with SIGKILL and restart it on its data.
+
+	// KillInputLeader kills the leader of an input partition.
+	KillInputLeader
+	// KillChangelogLeader kills the leader of a changelog partition.
+	KillChangelogLeader
+	// KillOutputLeader kills the leader of an output partition.
+	KillOutputLeader
+	// KillTxnCoordinator kills the transaction coordinator of a task's transactional ID.
+	KillTxnCoordinator
+	// KillGroupCoordinator kills the application's group coordinator.
+	KillGroupCoordinator
+	// PauseBroker sends SIGSTOP to a broker for longer than its broker session (the
+	// controller fences it and moves its leaderships away), then SIGCONT: it comes back
+	// with stale state, as a broker after a long GC pause.
+	PauseBroker
+	// TwoBrokersDown kills two brokers at once and restarts both: partitions fall below
+	// min.insync.replicas and the controller quorum is lost, so producers must wait.
+	TwoBrokersDown
 )
+
+// ClusterFaultKinds are the fault kinds aimed at a three-broker cluster.
+func ClusterFaultKinds() []FaultKind {
+	return []FaultKind{KillInputLeader, KillChangelogLeader, KillOutputLeader, KillTxnCoordinator, KillGroupCoordinator, PauseBroker, TwoBrokersDown}
+}
+
+// IsClusterFault reports whether k is one of ClusterFaultKinds.
+func (k FaultKind) IsClusterFault() bool { return k >= KillInputLeader && k <= TwoBrokersDown }
 
 func (k FaultKind) String() string {
 	switch k {
@@ -45,18 +75,35 @@ func (k FaultKind) String() string {
 		return "broker-kill"
 	case Stall:
 		return "stall"
+	case KillInputLeader:
+		return "kill-input-leader"
+	case KillChangelogLeader:
+		return "kill-changelog-leader"
+	case KillOutputLeader:
+		return "kill-output-leader"
+	case KillTxnCoordinator:
+		return "kill-txn-coordinator"
+	case KillGroupCoordinator:
+		return "kill-group-coordinator"
+	case PauseBroker:
+		return "pause-broker"
+	case TwoBrokersDown:
+		return "two-brokers-down"
 	}
 	return fmt.Sprintf("FaultKind(%d)", int(k))
 }
 
 // ParseFaultKind reads a FaultKind's name.
 func ParseFaultKind(s string) (FaultKind, error) {
-	for _, k := range []FaultKind{Kill, Term, Pause, BrokerKill, Stall} {
+	all := append([]FaultKind{Kill, Term, Pause, BrokerKill, Stall}, ClusterFaultKinds()...)
+	names := make([]string, len(all))
+	for i, k := range all {
 		if k.String() == s {
 			return k, nil
 		}
+		names[i] = k.String()
 	}
-	return 0, fmt.Errorf("eos: unknown fault kind %q (want kill, term, pause, stall or broker-kill)", s)
+	return 0, fmt.Errorf("eos: unknown fault kind %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
 // Fault is one planned fault: at At after the start (or as soon as the previous fault
@@ -69,9 +116,15 @@ type Fault struct {
 	Down     time.Duration
 	// After is the least time from the end of this fault to the next.
 	After time.Duration
+	// Target picks, for a cluster fault, among the partitions, tasks or brokers it
+	// could aim at.
+	Target int
 }
 
 func (f Fault) String() string {
+	if f.Kind.IsClusterFault() {
+		return fmt.Sprintf("at %v: %s (target %d), down %v", f.At.Round(time.Millisecond), f.Kind, f.Target, f.Down.Round(time.Millisecond))
+	}
 	if f.Kind == BrokerKill {
 		return fmt.Sprintf("at %v: %s, down %v", f.At.Round(time.Millisecond), f.Kind, f.Down.Round(time.Millisecond))
 	}
@@ -95,6 +148,13 @@ type PlanConfig struct {
 	Pause time.Duration
 	// StallMin and StallMax bound how long a stalled instance stays stopped.
 	StallMin, StallMax time.Duration
+	// ClusterFaults faults of ClusterKinds (default ClusterFaultKinds; each at least
+	// once when ClusterFaults allows) go on top, at random places, never first.
+	// BrokerPause is the least time a paused broker stays stopped (past its broker
+	// session); it stays up to 3 s longer.
+	ClusterFaults int
+	ClusterKinds  []FaultKind
+	BrokerPause   time.Duration
 }
 
 // PlanFaults makes a random schedule from the seed: the same configuration always
@@ -128,11 +188,50 @@ func PlanFaults(c PlanConfig) ([]Fault, time.Duration) {
 		}
 		seq = append(seq[:i], append([]FaultKind{BrokerKill}, seq[i:]...)...)
 	}
-	gap := func() time.Duration { return c.Gap/2 + time.Duration(rng.Int64N(int64(c.Gap))) }
+	// Cluster faults likewise, after the broker kills, drawn from a generator of their
+	// own: the instance and broker faults of a seed stay what they were without them.
+	crng := rand.New(rand.NewPCG(c.Seed, 0x636c7573746572))
+	if c.ClusterFaults > 0 {
+		ckinds := c.ClusterKinds
+		if len(ckinds) == 0 {
+			ckinds = ClusterFaultKinds()
+		}
+		var cseq []FaultKind
+		if c.ClusterFaults >= len(ckinds) {
+			cseq = append(cseq, ckinds...)
+		}
+		for len(cseq) < c.ClusterFaults {
+			cseq = append(cseq, ckinds[crng.IntN(len(ckinds))])
+		}
+		crng.Shuffle(len(cseq), func(i, j int) { cseq[i], cseq[j] = cseq[j], cseq[i] })
+		for _, k := range cseq {
+			i := 0
+			if len(seq) > 0 {
+				i = 1 + crng.IntN(len(seq))
+			}
+			seq = append(seq[:i], append([]FaultKind{k}, seq[i:]...)...)
+		}
+	}
+	gapOf := func(r *rand.Rand) time.Duration { return c.Gap/2 + time.Duration(r.Int64N(int64(c.Gap))) }
+	gap := func() time.Duration { return gapOf(rng) }
 	out := make([]Fault, 0, len(seq))
 	at := gap()
 	for _, k := range seq {
 		f := Fault{At: at, Kind: k}
+		if k.IsClusterFault() {
+			f.Target = crng.IntN(1 << 30)
+			f.Down = 2*time.Second + time.Duration(crng.Int64N(int64(4*time.Second)))
+			// A broker start, and the cluster healing before the next fault.
+			overhead := 15 * time.Second
+			if k == PauseBroker {
+				f.Down = c.BrokerPause + time.Duration(crng.Int64N(int64(3*time.Second)))
+				overhead = 5 * time.Second
+			}
+			f.After = gapOf(crng)
+			out = append(out, f)
+			at += f.Down + overhead + f.After
+			continue
+		}
 		// overhead: the time a fault takes beyond its down time (a clean stop, a
 		// restart, a broker start).
 		overhead := time.Second
@@ -175,14 +274,14 @@ type ScriptBroker struct {
 	Env    []string
 }
 
-func (s ScriptBroker) run(ctx context.Context, arg string) (string, error) {
-	cmd := exec.CommandContext(ctx, s.Script, arg)
+func (s ScriptBroker) run(ctx context.Context, arg string, more ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, s.Script, append([]string{arg}, more...)...)
 	cmd.Env = append(os.Environ(), s.Env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("eos: %s %s: %w\n%s", s.Script, arg, err, stderr.String())
+		return "", fmt.Errorf("eos: %s %s: %w\n%s", s.Script, strings.Join(append([]string{arg}, more...), " "), err, stderr.String())
 	}
 	return strings.TrimSpace(string(out)), nil
 }

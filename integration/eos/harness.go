@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +56,21 @@ type Config struct {
 	Broker         BrokerControl
 	FaultGap       time.Duration
 	Span           time.Duration
+	// Cluster, a three-broker cluster the harness may fault, takes ClusterFaults
+	// faults of ClusterFaultKinds (default: all of ClusterFaultKinds()) on top of the
+	// others, placed at random. BrokerPause is how long a paused broker stays stopped at
+	// least (default 6 s: past kafka.sh's 4 s broker session). ReplicationFactor is
+	// given to the instances (eddy.Config.ReplicationFactor; 0: eddy's default); with
+	// a Cluster the harness checks at the end that every internal topic has a replica
+	// on each broker.
+	Cluster           ClusterControl
+	ClusterFaults     int
+	ClusterFaultKinds []FaultKind
+	BrokerPause       time.Duration
+	ReplicationFactor int16
+	// InternalTopicConfigs are given to the instances (eddy.Config.InternalTopicConfigs);
+	// with a Cluster the harness checks that the internal topics have them.
+	InternalTopicConfigs map[string]string
 	// Seed makes the run's keys and fault schedule.
 	Seed uint64
 	// CatchUpTimeout bounds the wait, after the last record and fault, for the
@@ -80,6 +96,9 @@ type Result struct {
 	Stops          int
 	Pauses         int
 	BrokerRestarts int
+	// BrokerPauses counts the brokers paused; ClusterFaults the cluster faults by kind.
+	BrokerPauses  int
+	ClusterFaults map[string]int
 	// Anomalies are misbehaviours of the runtime the harness saw while running: an
 	// instance that exited on its own, one that did not stop on SIGTERM, an
 	// application that did not catch up.
@@ -95,6 +114,7 @@ type Result struct {
 
 // Summary is the one-line result (records: those in the input topic):
 // eos-verify: records=N kills=K stops=S pauses=Z broker-restarts=B duplicates=D lost=L hanging=H mismatched=M
+// with cluster faults, "cluster-faults=C broker-pauses=P" come after broker-restarts.
 func (r *Result) Summary() string {
 	rep := r.Report
 	records := r.Records
@@ -103,8 +123,16 @@ func (r *Result) Summary() string {
 	} else {
 		records = rep.Records
 	}
-	return fmt.Sprintf("eos-verify: records=%d kills=%d stops=%d pauses=%d broker-restarts=%d duplicates=%d lost=%d hanging=%d mismatched=%d",
-		records, r.Kills, r.Stops, r.Pauses, r.BrokerRestarts, rep.Duplicates, rep.Lost, rep.Hanging, rep.Mismatched)
+	cluster := ""
+	if len(r.ClusterFaults) > 0 {
+		n := 0
+		for _, c := range r.ClusterFaults {
+			n += c
+		}
+		cluster = fmt.Sprintf(" cluster-faults=%d broker-pauses=%d", n, r.BrokerPauses)
+	}
+	return fmt.Sprintf("eos-verify: records=%d kills=%d stops=%d pauses=%d broker-restarts=%d%s duplicates=%d lost=%d hanging=%d mismatched=%d",
+		records, r.Kills, r.Stops, r.Pauses, r.BrokerRestarts, cluster, rep.Duplicates, rep.Lost, rep.Hanging, rep.Mismatched)
 }
 
 // OK reports whether the run found nothing wrong.
@@ -128,6 +156,22 @@ func (c *Config) defaults() error {
 	}
 	if c.BrokerRestarts > 0 && c.Broker == nil {
 		return errors.New("eos: BrokerRestarts need a Broker to control")
+	}
+	if c.ClusterFaults > 0 && c.Cluster == nil {
+		return errors.New("eos: ClusterFaults need a Cluster to control")
+	}
+	for _, k := range c.ClusterFaultKinds {
+		if !k.IsClusterFault() {
+			return fmt.Errorf("eos: ClusterFaultKinds: %v is not a cluster fault", k)
+		}
+	}
+	for _, k := range c.FaultKinds {
+		if k.IsClusterFault() || k == BrokerKill {
+			return fmt.Errorf("eos: FaultKinds: %v is not an instance fault (see ClusterFaultKinds, BrokerRestarts)", k)
+		}
+	}
+	if c.BrokerPause <= 0 {
+		c.BrokerPause = 6 * time.Second
 	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = 6 * time.Second
@@ -171,6 +215,8 @@ type harness struct {
 	began     time.Time
 	// brokerDown is set while the harness has the broker killed.
 	brokerDown bool
+	// cl is the state of the cluster faults.
+	cl clusterState
 	// membersClient and membersChecked serve removeDeadMembers.
 	membersClient  sarama.Client
 	membersChecked time.Time
@@ -208,6 +254,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		Seed: cfg.Seed, Faults: cfg.Faults, Kinds: cfg.FaultKinds, BrokerRestarts: cfg.BrokerRestarts,
 		Instances: cfg.Instances, Gap: cfg.FaultGap, Pause: cfg.SessionTimeout + 2*time.Second,
 		StallMin: cfg.txnTimeout() + time.Second, StallMax: cfg.SessionTimeout - time.Second,
+		ClusterFaults: cfg.ClusterFaults, ClusterKinds: cfg.ClusterFaultKinds, BrokerPause: cfg.BrokerPause,
 	})
 	// The input keeps coming a little past the planned end: faults take longer than
 	// planned when the machine is slow.
@@ -240,6 +287,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 				StateDir:       filepath.Join(cfg.WorkDir, fmt.Sprintf("state-%d", i)),
 				CommitInterval: cfg.CommitInterval, AtLeastOnce: cfg.AtLeastOnce,
 				SessionTimeout: cfg.SessionTimeout, TransactionTimeout: cfg.TransactionTimeout,
+				ReplicationFactor: cfg.ReplicationFactor, InternalTopicConfigs: cfg.InternalTopicConfigs,
 				Debug: cfg.DebugInstances,
 			},
 			launcher: cfg.Launcher,
@@ -260,10 +308,18 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		err    error
 	}
 	driverDone := make(chan driven, 1)
+	// The input is handed out fault by fault: a share before the first fault and one
+	// more as each fault starts, the rest after the last. At the planned pace the rate
+	// alone spreads it so; when faults take longer than planned (a broker restart on a
+	// loaded machine), the driver waits instead of running out before the last faults.
+	var faultsStarted atomic.Int64
+	allowed := func() int {
+		return int(int64(cfg.Records) * (faultsStarted.Load() + 1) / int64(len(plan)+1))
+	}
 	go func() {
 		acked, failed, err := Produce(driverCtx, DriverConfig{
 			Brokers: cfg.Brokers, Topic: h.names.Input, Partitions: cfg.Partitions, Records: cfg.Records,
-			Keys: cfg.Keys, Rate: float64(cfg.Records) / span.Seconds(), Seed: cfg.Seed, Logger: h.logger,
+			Keys: cfg.Keys, Rate: float64(cfg.Records) / span.Seconds(), Allowed: allowed, Seed: cfg.Seed, Logger: h.logger,
 		})
 		driverDone <- driven{acked, failed, err}
 	}()
@@ -282,11 +338,13 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		h.logger.Info("eos: fault", "n", i+1, "of", len(plan), "at", h.elapsed(), "fault", f.String())
+		faultsStarted.Store(int64(i + 1))
 		if err := h.inject(ctx, f); err != nil {
 			return nil, err
 		}
 		next = time.Since(h.began) + f.After
 	}
+	faultsStarted.Store(int64(len(plan)))
 	var d driven
 	select {
 	case d = <-driverDone:
@@ -306,6 +364,9 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	h.stopAll()
+	if cfg.Cluster != nil {
+		h.checkReplication()
+	}
 
 	o, err := Gather(ctx, GatherConfig{Brokers: cfg.Brokers, Names: h.names, Buckets: cfg.Buckets, Logger: h.logger})
 	if err != nil {
@@ -418,6 +479,9 @@ func (h *harness) pick(want int) *instance {
 
 // inject runs one fault to its end: the victim is back (or the broker serves again).
 func (h *harness) inject(ctx context.Context, f Fault) error {
+	if f.Kind.IsClusterFault() {
+		return h.injectCluster(ctx, f)
+	}
 	if f.Kind == BrokerKill {
 		h.brokerDown = true
 		if err := h.cfg.Broker.Kill(ctx); err != nil {
@@ -685,6 +749,7 @@ func (h *harness) stopAll() {
 // cleanup kills what is still running and brings the broker back if the harness left
 // it down.
 func (h *harness) cleanup() {
+	defer h.healCluster()
 	if h.membersClient != nil {
 		_ = h.membersClient.Close()
 	}

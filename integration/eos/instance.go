@@ -43,7 +43,11 @@ type InstanceConfig struct {
 	SessionTimeout time.Duration `json:"session_timeout,omitempty"`
 	// TransactionTimeout of the application; 0: eddy's default.
 	TransactionTimeout time.Duration `json:"transaction_timeout,omitempty"`
-	Debug              bool          `json:"debug,omitempty"`
+	// ReplicationFactor of the internal topics; 0: eddy's default.
+	ReplicationFactor int16 `json:"replication_factor,omitempty"`
+	// InternalTopicConfigs of the internal topics; none: eddy's default.
+	InternalTopicConfigs map[string]string `json:"internal_topic_configs,omitempty"`
+	Debug                bool              `json:"debug,omitempty"`
 }
 
 // IsInstance reports whether this process was started as an instance.
@@ -83,11 +87,13 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 		return err
 	}
 	ec := eddy.Config{
-		ApplicationID:      cfg.Names.App,
-		Brokers:            cfg.Brokers,
-		StateDir:           cfg.StateDir,
-		CommitInterval:     cfg.CommitInterval,
-		TransactionTimeout: cfg.TransactionTimeout,
+		ApplicationID:        cfg.Names.App,
+		Brokers:              cfg.Brokers,
+		StateDir:             cfg.StateDir,
+		CommitInterval:       cfg.CommitInterval,
+		TransactionTimeout:   cfg.TransactionTimeout,
+		ReplicationFactor:    cfg.ReplicationFactor,
+		InternalTopicConfigs: cfg.InternalTopicConfigs,
 		// Purge the repartition topic often, so that faults land around purges: a purge
 		// that deleted unprocessed records would show as lost bucket counts.
 		RepartitionPurgeInterval: time.Second,

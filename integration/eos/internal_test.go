@@ -82,3 +82,49 @@ func TestPlanFaults(t *testing.T) {
 		t.Errorf("kinds %v, first %v", kinds, a[0].Kind)
 	}
 }
+
+// Cluster faults come on top of the instance faults: each kind once when the count
+// allows, never first, each with a target; a plan without them is the plan it was
+// before they existed.
+func TestPlanClusterFaults(t *testing.T) {
+	base := PlanConfig{Seed: 7, Faults: 3, Instances: 3, Gap: 3 * time.Second, Pause: 8 * time.Second}
+	before, _ := PlanFaults(base)
+	c := base
+	c.ClusterFaults, c.BrokerPause = 9, 6*time.Second
+	plan, _ := PlanFaults(c)
+	if len(plan) != 12 {
+		t.Fatalf("%d faults, want 12", len(plan))
+	}
+	if plan[0].Kind.IsClusterFault() {
+		t.Errorf("first fault %v is a cluster fault", plan[0])
+	}
+	kinds := map[FaultKind]int{}
+	var instance []Fault
+	for _, f := range plan {
+		kinds[f.Kind]++
+		switch {
+		case !f.Kind.IsClusterFault():
+			instance = append(instance, f)
+		case f.Kind == PauseBroker && f.Down < c.BrokerPause:
+			t.Errorf("broker pause %v shorter than %v", f, c.BrokerPause)
+		}
+	}
+	for _, k := range ClusterFaultKinds() {
+		if kinds[k] == 0 {
+			t.Errorf("no %v in %v", k, kinds)
+		}
+	}
+	if len(instance) != len(before) {
+		t.Fatalf("%d instance faults, want %d", len(instance), len(before))
+	}
+	for i := range before {
+		if instance[i].Kind != before[i].Kind || instance[i].Instance != before[i].Instance || instance[i].Down != before[i].Down {
+			t.Errorf("instance fault %d: %v, was %v without cluster faults", i, instance[i], before[i])
+		}
+	}
+	for _, k := range ClusterFaultKinds() {
+		if got, err := ParseFaultKind(k.String()); err != nil || got != k {
+			t.Errorf("ParseFaultKind(%q) = %v, %v", k.String(), got, err)
+		}
+	}
+}

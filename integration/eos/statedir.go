@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/processor"
-	"github.com/eddy-streams/eddy/statestore"
 )
 
 // StoreSnapshot is a store as one instance's state dir holds it: its checkpoint (the
@@ -44,7 +44,7 @@ func ReadStateDir(stateDir, app string) ([]StoreSnapshot, error) {
 		if err != nil || !e.IsDir() {
 			continue
 		}
-		src := filepath.Join(appDir, e.Name(), statestore.BoltFileName)
+		src := filepath.Join(appDir, e.Name(), kvstore.BoltFileName)
 		if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -74,10 +74,10 @@ func readTaskStores(src string, id processor.TaskID) (_ []StoreSnapshot, err err
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	if err := copyFile(src, filepath.Join(tmp, statestore.BoltFileName)); err != nil {
+	if err := copyFile(src, filepath.Join(tmp, kvstore.BoltFileName)); err != nil {
 		return nil, err
 	}
-	b, rep, err := statestore.OpenBoltReport(tmp, statestore.BoltOptions{NoSync: true, Verify: statestore.VerifyAlways})
+	b, rep, err := kvstore.OpenBoltReport(tmp, kvstore.BoltOptions{NoSync: true, Verify: kvstore.VerifyAlways})
 	if err != nil {
 		return nil, fmt.Errorf("open a copy of %s: %w", src, err)
 	}

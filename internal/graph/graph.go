@@ -9,9 +9,9 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/processor"
-	"github.com/eddy-streams/eddy/statestore"
 )
 
 // Kind is a node's role.
@@ -89,7 +89,7 @@ type Store struct {
 	KeySerde   string
 	ValueSerde string
 	// NewTyped makes the typed store (a statestore.KeyValueStore[K, V]) over its buffer.
-	NewTyped func(buf *statestore.Buffer, topic string, m statestore.Metrics) any
+	NewTyped func(buf *kvstore.Buffer, topic string, m kvstore.Metrics) any
 	// Keys and Values are the store's serde.Serde[K] and serde.Serde[V], for typed
 	// interactive queries.
 	Keys, Values any

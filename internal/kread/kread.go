@@ -271,3 +271,24 @@ func fetchVersion(v sarama.KafkaVersion) int16 {
 		return 4
 	}
 }
+
+// ReadLast reads the committed records among the last window offsets of a partition
+// (up to its last stable offset) and returns the last value of each key. It serves
+// records that are rewritten in full by every transaction, such as a task's offsets
+// record: the newest transaction's records are all at the end.
+func ReadLast(ctx context.Context, client sarama.Client, topic string, partition int32, window int) (map[string][]byte, error) {
+	start, end, err := EndOffsets(client, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	from := max(start, end-int64(window))
+	last := map[string][]byte{}
+	err = ReadRange(ctx, client, topic, partition, from, end, func(r Record) error {
+		last[string(r.Key)] = r.Value
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return last, nil
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
@@ -37,11 +38,11 @@ func (c *nopCollector) Send(string, int32, []byte, []byte, []processor.Header, t
 func (c *nopCollector) Partitions(string) (int32, error) { return 8, nil }
 
 // benchTask runs sub-topology sub of topo as task <sub>_3 over a memory backend.
-func benchTask(b *testing.B, topo *topology.Topology, sub int) (*task.Task, *statestore.Set, *nopCollector) {
+func benchTask(b *testing.B, topo *topology.Topology, sub int) (*task.Task, *kvstore.Set, *nopCollector) {
 	b.Helper()
-	g := topo.Graph()
+	g := graph.Of(topo)
 	c := &nopCollector{}
-	set := statestore.NewSet(statestore.NewMemoryBackend())
+	set := kvstore.NewSet(kvstore.NewMemoryBackend())
 	tk, err := task.New(task.Config{
 		ID: processor.TaskID{Subtopology: sub, Partition: 3}, ApplicationID: "app", Graph: g,
 		Subtopology: g.Subtopologies[sub], Stores: set, Collector: c,
@@ -179,29 +180,29 @@ func BenchmarkProcess(b *testing.B) {
 	})
 }
 
-// BenchmarkStoreBuffer: the write buffer of a store (statestore.Buffer under the typed
+// BenchmarkStoreBuffer: the write buffer of a store (kvstore.Buffer under the typed
 // store), over a memory backend holding 100k keys.
 func BenchmarkStoreBuffer(b *testing.B) {
 	const backendKeys = 100_000
 	value := []byte(strings.Repeat("v", 100))
-	setup := func(b *testing.B) (*statestore.Set, statestore.KeyValueStore[[]byte, []byte]) {
+	setup := func(b *testing.B) (*kvstore.Set, statestore.KeyValueStore[[]byte, []byte]) {
 		b.Helper()
-		be := statestore.NewMemoryBackend()
-		es := make([]statestore.Entry, backendKeys)
+		be := kvstore.NewMemoryBackend()
+		es := make([]kvstore.Entry, backendKeys)
 		for i := range es {
-			es[i] = statestore.Entry{Key: benchKey(uint64(i)), Value: value}
+			es[i] = kvstore.Entry{Key: benchKey(uint64(i)), Value: value}
 		}
-		statestore.SortEntries(es)
-		if err := be.Write(statestore.Batch{Writes: map[string][]statestore.Entry{"kv": es}}); err != nil {
+		kvstore.SortEntries(es)
+		if err := be.Write(kvstore.Batch{Writes: map[string][]kvstore.Entry{"kv": es}}); err != nil {
 			b.Fatal(err)
 		}
-		set := statestore.NewSet(be)
+		set := kvstore.NewSet(be)
 		buf, err := set.Register("kv", true)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = set.Close() })
-		return set, statestore.NewKeyValueStore(buf, "app-kv-changelog", serde.Bytes(), serde.Bytes(), nil)
+		return set, kvstore.NewKeyValueStore(buf, "app-kv-changelog", serde.Bytes(), serde.Bytes(), nil)
 	}
 	b.Run("put", func(b *testing.B) {
 		set, kv := setup(b)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/cache"
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/partition"
 	"github.com/eddy-streams/eddy/processor"
@@ -60,14 +61,14 @@ type Config struct {
 	Subtopology   *graph.Subtopology
 	// Stores holds the task's stores; the task registers its sub-topology's stores in it.
 	// InMemory stores go to MemoryBackend (made when nil).
-	Stores        *statestore.Set
-	MemoryBackend statestore.Backend
+	Stores        *kvstore.Set
+	MemoryBackend kvstore.Backend
 	Collector     Collector
 	Logger        *slog.Logger
-	StoreMetrics  statestore.Metrics
+	StoreMetrics  kvstore.Metrics
 	// GlobalBackend holds the graph's global stores (graph.GlobalStore), which the
 	// task's processors read; kept up to date by its owner, never written by the task.
-	GlobalBackend statestore.Backend
+	GlobalBackend kvstore.Backend
 	// Now is the wall clock wall-clock punctuators are scheduled against; default
 	// time.Now. The test driver moves its own clock.
 	Now func() time.Time
@@ -146,11 +147,11 @@ func New(cfg Config) (*Task, error) {
 	})
 	for _, st := range cfg.Subtopology.Stores {
 		topic := names.ChangelogTopic(cfg.ApplicationID, st.Name)
-		var buf *statestore.Buffer
+		var buf *kvstore.Buffer
 		var err error
 		if st.InMemory {
 			if cfg.MemoryBackend == nil {
-				cfg.MemoryBackend = statestore.NewMemoryBackend()
+				cfg.MemoryBackend = kvstore.NewMemoryBackend()
 				t.cfg.MemoryBackend = cfg.MemoryBackend
 			}
 			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, cfg.MemoryBackend)
@@ -171,7 +172,7 @@ func New(cfg Config) (*Task, error) {
 		}
 		// A set of the task's own over the global backend: its buffers stay empty (the
 		// stores are read-only), so reads go to the backend.
-		globals := statestore.NewSet(cfg.GlobalBackend)
+		globals := kvstore.NewSet(cfg.GlobalBackend)
 		for _, gs := range cfg.Graph.GlobalStores {
 			buf, err := globals.Register(gs.Store.Name, false)
 			if err != nil {
@@ -242,7 +243,7 @@ func topoOrder(g *graph.Graph, s *graph.Subtopology) ([]*graph.Node, error) {
 func (t *Task) ID() processor.TaskID { return t.cfg.ID }
 
 // Stores is the task's store set.
-func (t *Task) Stores() *statestore.Set { return t.cfg.Stores }
+func (t *Task) Stores() *kvstore.Set { return t.cfg.Stores }
 
 // ChangelogTopics maps each logged store of the task to its changelog topic.
 func (t *Task) ChangelogTopics() map[string]string {

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/partition"
 	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
-	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/topology"
 )
 
@@ -32,10 +32,10 @@ func (c *collector) Partitions(string) (int32, error) { return c.parts, nil }
 // newTask runs sub-topology 0 of topo as task 0_3 over a memory backend.
 func newTask(t *testing.T, topo *topology.Topology, c *collector, mod func(*task.Config)) *task.Task {
 	t.Helper()
-	g := topo.Graph()
+	g := graph.Of(topo)
 	cfg := task.Config{
 		ID: processor.TaskID{Subtopology: 0, Partition: 3}, ApplicationID: "app", Graph: g, Subtopology: g.Subtopologies[0],
-		Stores: statestore.NewSet(statestore.NewMemoryBackend()), Collector: c,
+		Stores: kvstore.NewSet(kvstore.NewMemoryBackend()), Collector: c,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -189,9 +189,9 @@ func TestCommitRequested(t *testing.T) {
 
 func TestConfigChecks(t *testing.T) {
 	topo := passThrough(t, nil)
-	g := topo.Graph()
+	g := graph.Of(topo)
 	base := task.Config{ID: processor.TaskID{Partition: 1}, ApplicationID: "app", Graph: g, Subtopology: g.Subtopologies[0],
-		Stores: statestore.NewSet(statestore.NewMemoryBackend()), Collector: &collector{parts: 1}}
+		Stores: kvstore.NewSet(kvstore.NewMemoryBackend()), Collector: &collector{parts: 1}}
 	cfg := base
 	cfg.OnDeserializationError = task.DeadLetter
 	if _, err := task.New(cfg); err == nil || !strings.Contains(err.Error(), "dead-letter topic") || !strings.Contains(err.Error(), "0_1") {

@@ -28,9 +28,10 @@ func Topology() (*topology.Topology, error) {
 }
 
 // TopologyFor builds the word-count topology reading lines from input and writing
-// counts to output.
-func TopologyFor(input, output string) (*topology.Topology, error) {
-	b := stream.NewBuilder()
+// counts to output; opts set what holds for the whole topology (stream.NoCaching: one
+// output record per word, as the processor-API version writes).
+func TopologyFor(input, output string, opts ...stream.BuilderOption) (*topology.Topology, error) {
+	b := stream.NewBuilder(opts...)
 	lines := stream.From(b, serde.String(), serde.String(), []string{input})
 	words := stream.FlatMapValues(lines, func(_, line string) []string { return Words(line) })
 	counts := stream.GroupBy(words, func(_, word string) string { return word },

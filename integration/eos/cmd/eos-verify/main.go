@@ -14,11 +14,17 @@
 // Brokers: with -brokers, a running cluster; with -kafka-script (integration/kafka.sh,
 // configured by its environment: EDDY_KAFKA_HOME, EDDY_KAFKA_PORT,
 // EDDY_KAFKA_CONTROLLER_PORT), a fresh broker the command starts, kills and restarts
-// (-broker-restarts) and stops at the end; with neither, an embedded broker.
+// (-broker-restarts) and stops at the end; with neither, an embedded broker. Modes
+// cluster and cluster-long start a three-broker cluster with -kafka-script
+// (EDDY_KAFKA_BROKERS=3; its ports: EDDY_KAFKA_PORT, default 19192-19197) and aim
+// faults at it: kill -9 of the leader of an input, changelog or output partition, of
+// a transaction coordinator, of the group coordinator; a broker paused past its
+// session; two brokers down at once; each restarted after.
 //
 //	go run ./integration/eos/cmd/eos-verify                       # short mode, embedded broker
-//	EDDY_KAFKA_HOME=/tmp/eddy-kafka-eos EDDY_KAFKA_PORT=39092 EDDY_KAFKA_CONTROLLER_PORT=39093 \
+//	EDDY_KAFKA_HOME=/tmp/eddy-kafka-eos EDDY_KAFKA_PORT=29092 EDDY_KAFKA_CONTROLLER_PORT=29093 \
 //	  go run ./integration/eos/cmd/eos-verify -mode long -kafka-script integration/kafka.sh
+//	go run ./integration/eos/cmd/eos-verify -mode cluster -kafka-script integration/kafka.sh
 //
 // The command is also the instance program: started with EDDY_EOS_INSTANCE set, it
 // runs one instance of the test application.
@@ -53,6 +59,9 @@ type preset struct {
 	records, keys, faults, brokerRestarts int
 	partitions                            int
 	gap                                   time.Duration
+	// clusterFaults: the preset runs on a three-broker cluster with that many
+	// cluster faults.
+	clusterFaults int
 }
 
 func presetFor(mode string) (preset, bool) {
@@ -61,13 +70,18 @@ func presetFor(mode string) (preset, bool) {
 		return preset{records: 20000, keys: 200, faults: 6, brokerRestarts: 1, partitions: 4, gap: 3 * time.Second}, true
 	case "long":
 		return preset{records: 1000000, keys: 1000, faults: 100, brokerRestarts: 10, partitions: 6, gap: 6 * time.Second}, true
+	case "cluster":
+		return preset{records: 20000, keys: 200, faults: 3, partitions: 4, gap: 3 * time.Second, clusterFaults: 7}, true
+	case "cluster-long":
+		return preset{records: 300000, keys: 1000, faults: 30, partitions: 6, gap: 5 * time.Second, clusterFaults: 35}, true
 	}
 	return preset{}, false
 }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("eos-verify", flag.ContinueOnError)
-	mode := fs.String("mode", "short", "preset: short (20,000 records, 6 faults 3 s apart, 1 broker restart; about a minute) or long (1,000,000 records, 100 faults 6 s apart, 10 broker restarts; about 25 min); the flags below override it")
+	mode := fs.String("mode", "short", "preset: short (20,000 records, 6 faults 3 s apart, 1 broker restart; about a minute), long (1,000,000 records, 100 faults 6 s apart, 10 broker restarts; about 25 min), "+
+		"cluster (a three-broker cluster of -kafka-script: 20,000 records, 3 instance faults and 7 cluster faults, each kind once) or cluster-long (300,000 records, 30 instance faults, 35 cluster faults); the flags below override it")
 	brokers := fs.String("brokers", "", "bootstrap addresses of a running cluster, comma-separated (default: -kafka-script's broker, else an embedded one)")
 	script := fs.String("kafka-script", "", "integration/kafka.sh: start a fresh broker with it, kill -9 and restart it for -broker-restarts, stop it at the end")
 	keepBroker := fs.Bool("keep-broker", false, "with -kafka-script: leave the broker running at the end")
@@ -83,6 +97,10 @@ func run(args []string) int {
 	faults := fs.Int("faults", -1, "instance faults")
 	kinds := fs.String("fault-kinds", "kill,term,pause", "instance fault kinds, comma-separated: kill, term, pause, stall (SIGSTOP past the transaction timeout, within the session timeout)")
 	brokerRestarts := fs.Int("broker-restarts", -1, "broker kills and restarts (need -kafka-script; default: the mode's with it, else 0)")
+	clusterFaults := fs.Int("cluster-faults", -1, "cluster faults (modes cluster and cluster-long; default: the mode's)")
+	rf := fs.Int("replication-factor", 3, "with a three-broker cluster: the instances' eddy.Config.ReplicationFactor (the harness checks the internal topics have 3 replicas)")
+	minISR := fs.String("min-insync-replicas", "2", "with a three-broker cluster: min.insync.replicas of the internal topics the instances create (eddy.Config.InternalTopicConfigs; the harness checks it); empty: none")
+	clusterKinds := fs.String("cluster-fault-kinds", "", "cluster fault kinds, comma-separated (default: all): kill-input-leader, kill-changelog-leader, kill-output-leader, kill-txn-coordinator, kill-group-coordinator, pause-broker, two-brokers-down")
 	gap := fs.Duration("fault-gap", 0, "mean time between the end of a fault and the next (default: the mode's)")
 	span := fs.Duration("span", 0, "least time over which the input is written (default: the fault schedule's length)")
 	seed := fs.Uint64("seed", 0, "seed of keys and fault schedule (0: from the clock; logged)")
@@ -125,6 +143,21 @@ func run(args []string) int {
 		}
 		cfg.FaultKinds = append(cfg.FaultKinds, kind)
 	}
+	if *clusterKinds != "" {
+		for _, k := range strings.Split(*clusterKinds, ",") {
+			kind, err := eos.ParseFaultKind(strings.TrimSpace(k))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "eos-verify:", err)
+				return 2
+			}
+			cfg.ClusterFaultKinds = append(cfg.ClusterFaultKinds, kind)
+		}
+	}
+	cluster := p.clusterFaults > 0
+	if cluster && *script == "" {
+		fmt.Fprintf(os.Stderr, "eos-verify: -mode %s needs -kafka-script (it starts a three-broker cluster with it)\n", *mode)
+		return 2
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano())
 	}
@@ -149,6 +182,30 @@ func run(args []string) int {
 	switch {
 	case *brokers != "":
 		cfg.Brokers = strings.Split(*brokers, ",")
+	case cluster:
+		sc := eos.ScriptCluster{Script: *script}
+		logger.Info("eos-verify: starting a fresh three-broker cluster", "script", *script)
+		addrs, err := sc.Start(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "eos-verify:", err)
+			return 2
+		}
+		if !*keepBroker {
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if err := sc.Stop(sctx); err != nil {
+					logger.Warn("eos-verify: stopping the cluster", "error", err)
+				}
+			}()
+		}
+		cfg.Brokers = addrs
+		cfg.Cluster = sc
+		cfg.ClusterFaults = p.clusterFaults
+		cfg.ReplicationFactor = int16(*rf)
+		if *minISR != "" {
+			cfg.InternalTopicConfigs = map[string]string{"min.insync.replicas": *minISR}
+		}
 	case *script != "":
 		sb := eos.ScriptBroker{Script: *script}
 		logger.Info("eos-verify: starting a fresh broker", "script", *script)
@@ -180,6 +237,9 @@ func run(args []string) int {
 	}
 	if *brokerRestarts >= 0 {
 		cfg.BrokerRestarts = *brokerRestarts
+	}
+	if *clusterFaults >= 0 && cfg.Cluster != nil {
+		cfg.ClusterFaults = *clusterFaults
 	}
 	if cfg.BrokerRestarts > 0 && cfg.Broker == nil {
 		fmt.Fprintln(os.Stderr, "eos-verify: -broker-restarts needs -kafka-script (the command must control the broker)")

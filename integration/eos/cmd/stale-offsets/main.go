@@ -12,7 +12,7 @@
 // The broker must be one the command may kill: integration/kafka.sh configured by its
 // environment (EDDY_KAFKA_HOME, EDDY_KAFKA_PORT, EDDY_KAFKA_CONTROLLER_PORT).
 //
-//	EDDY_KAFKA_HOME=/tmp/eddy-kafka-eos EDDY_KAFKA_PORT=39092 EDDY_KAFKA_CONTROLLER_PORT=39093 \
+//	EDDY_KAFKA_HOME=/tmp/eddy-kafka-eos EDDY_KAFKA_PORT=29092 EDDY_KAFKA_CONTROLLER_PORT=29093 \
 //	  go run ./integration/eos/cmd/stale-offsets -kafka-script integration/kafka.sh -tries 5
 //
 // It exits 1 when a try saw a stale answer, 0 when none did, 2 on errors.

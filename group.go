@@ -1,0 +1,210 @@
+package eddy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// onAssignment runs on sarama's rebalance path right after SyncGroup: it closes the
+// tasks this instance lost and creates the producers of the tasks it gained (in
+// parallel, bounded in time), before sarama reads the committed offsets.
+func (rt *runtime) onAssignment(assigned []processor.TaskID, generation int32, hosts map[string][]string) {
+	rt.metrics.Rebalance()
+	prevGen := rt.registry.newGeneration(generation, hosts)
+	// A task kept across a generation gap may have been owned and changed by another
+	// instance in between: start it afresh.
+	closing, fresh := rt.registry.reconcile(assigned, func(t *taskRunner) bool {
+		return generation != prevGen+1 || t.broken()
+	}, rt.newTask)
+	for _, t := range closing {
+		t.close()
+	}
+	if len(closing) > 0 || len(fresh) > 0 {
+		rt.logger.Info("assignment", "generation", generation, "tasks", assigned, "closed", len(closing), "new", len(fresh))
+	}
+	if rt.cfg.Guarantee != ExactlyOnce {
+		return
+	}
+	// Producers first: creating one fences the previous producer of its transactional
+	// ID and settles its open transaction, so the committed offsets sarama reads next
+	// are stable. Per task: the new tasks' producers; per worker: those of the workers
+	// without one (the first assignment after a start, or after a failure).
+	var txns []*transaction
+	if rt.cfg.ProducerPerTask {
+		for _, t := range fresh {
+			txns = append(txns, t.txn)
+		}
+	} else {
+		for _, w := range rt.workers {
+			txns = append(txns, w.txn)
+		}
+	}
+	rt.createProducers(txns)
+}
+
+// createProducers creates the producers of txns that have none, in parallel and bounded
+// in time; one that fails is created again when its tasks start.
+func (rt *runtime) createProducers(txns []*transaction) {
+	ctx, cancel := context.WithTimeout(context.Background(), rt.producerInitTimeout())
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, x := range txns {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := x.ensure(ctx); err != nil {
+				rt.logger.Warn("creating a producer failed; retrying when its tasks start", "transactional_id", x.id, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (rt *runtime) producerInitTimeout() time.Duration {
+	// The group waits for us while this runs (no heartbeats yet): stay well inside the
+	// session timeout.
+	return max(rt.sc.Consumer.Group.Session.Timeout/2, 2*time.Second)
+}
+
+// refused reports whether the broker refused the group's principal: no READ on the
+// group or a topic, or failed authentication.
+func refused(err error) bool {
+	return errors.Is(err, sarama.ErrGroupAuthorizationFailed) || errors.Is(err, sarama.ErrTopicAuthorizationFailed) ||
+		errors.Is(err, sarama.ErrSASLAuthenticationFailed)
+}
+
+// requestRejoin ends the session (once) so the consume loop joins the group again, with
+// a subscription that forces a new generation.
+func (rt *runtime) requestRejoin(sess sarama.ConsumerGroupSession) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.rejoin != nil && sess != nil && sess.Context().Err() == nil {
+		rt.assignor.bumpEpoch()
+		select {
+		case <-rt.rejoin:
+		default:
+			close(rt.rejoin)
+		}
+	}
+}
+
+// groupHandler is the sarama.ConsumerGroupHandler of the runtime.
+type groupHandler struct {
+	rt *runtime
+	wg sync.WaitGroup
+}
+
+// Setup starts one goroutine per assigned task for this session.
+func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	rt := h.rt
+	claimed := map[processor.TaskID]bool{}
+	for topic, parts := range sess.Claims() {
+		s := rt.topicToSub[topic]
+		if s == nil {
+			continue
+		}
+		for _, p := range parts {
+			claimed[processor.TaskID{Subtopology: s.ID, Partition: p}] = true
+		}
+	}
+	rt.mu.Lock()
+	rt.rejoin = make(chan struct{})
+	rt.mu.Unlock()
+	ids := make([]processor.TaskID, 0, len(claimed))
+	for id := range claimed {
+		ids = append(ids, id)
+	}
+	// OnAssignment made the set the assignment already; this only differs when it did
+	// not run (it should always).
+	stale, _ := rt.registry.reconcile(ids, nil, rt.newTask)
+	for _, t := range stale {
+		t.close()
+	}
+	run := make([]*taskRunner, 0, len(ids))
+	for _, id := range ids {
+		run = append(run, rt.registry.get(id))
+	}
+	for _, t := range run {
+		t.beginSession()
+	}
+	rt.startWorkers(sess, run, &h.wg)
+	rt.sessions.Add(1)
+	rt.inSession.Store(true)
+	return nil
+}
+
+// ConsumeClaim hands the records of one partition to its task until the claim ends.
+func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	t := h.rt.taskFor(claim.Topic(), claim.Partition())
+	msgs := claim.Messages()
+	if t == nil {
+		h.rt.logger.Warn("claim of an unknown task; ignoring its records", "topic", claim.Topic(), "partition", claim.Partition())
+	} else {
+		t.claim(claim.Topic(), claim.InitialOffset(), claim.HighWaterMarkOffset)
+		h.rt.applyOffsetReset(t, claim.Topic(), claim.Partition(), claim.InitialOffset())
+	}
+	done := sess.Context().Done()
+	h.rt.mu.Lock()
+	rejoin := h.rt.rejoin
+	h.rt.mu.Unlock()
+	var d detacher
+	for {
+		select {
+		case msg, ok := <-msgs:
+			if !ok {
+				return nil
+			}
+			if t != nil {
+				d.detach(msg)
+				t.inbox.push(sess.Context(), msg)
+			}
+		case <-done:
+			return nil
+		case <-rejoin:
+			// Returning ends the session; the consume loop joins again.
+			return nil
+		}
+	}
+}
+
+// Cleanup waits for every task of the session to commit and stop.
+func (h *groupHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
+	h.rt.inSession.Store(false)
+	h.wg.Wait()
+	return nil
+}
+
+// startWorkers starts the session's goroutines: one per task, with the task's own
+// producer (Config.ProducerPerTask), or one per worker, each running a share of the
+// tasks (dealt in task order) with the worker's producer.
+func (rt *runtime) startWorkers(sess sarama.ConsumerGroupSession, tasks []*taskRunner, wg *sync.WaitGroup) {
+	if rt.cfg.ProducerPerTask {
+		for _, t := range tasks {
+			w := soloWorker(rt, rt.settings, t)
+			wg.Go(func() { w.run(sess, []*taskRunner{t}) })
+		}
+		return
+	}
+	slices.SortFunc(tasks, func(a, b *taskRunner) int {
+		return cmp.Or(cmp.Compare(a.id.Subtopology, b.id.Subtopology), cmp.Compare(a.id.Partition, b.id.Partition))
+	})
+	shares := make([][]*taskRunner, len(rt.workers))
+	for i, t := range tasks {
+		shares[i%len(shares)] = append(shares[i%len(shares)], t)
+	}
+	for i, share := range shares {
+		if len(share) > 0 {
+			w := rt.workers[i]
+			wg.Go(func() { w.run(sess, share) })
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package io.github.eddystreams.bench;
+
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.time.Duration;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import java.util.stream.Stream;
+
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.ThreadMetadata;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+
+/**
+ * One Kafka Streams row of integration/bench: runs a topology until SIGTERM, sampling its
+ * open sockets, file descriptors and threads every 100 ms; at SIGTERM it prints
+ * "BENCH-RESULT {json}" on stdout (the bench child's result line), then closes.
+ *
+ * <p>Arguments: brokers applicationId input output commitIntervalMs stateDir topology
+ * threads. Topology "count": the input's keys counted in the store "kv" (as eddy's
+ * count topology), record caching off so that every record is forwarded, as eddy's
+ * processor-API counter does.
+ */
+public final class Main {
+    private static volatile int socketsPeak, threadsPeak;
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 8) {
+            System.err.println("usage: Main brokers applicationId input output commitIntervalMs stateDir topology threads");
+            System.exit(2);
+        }
+        String brokers = args[0], app = args[1], input = args[2], output = args[3];
+        long commitMs = Long.parseLong(args[4]);
+        String stateDir = args[5], topology = args[6];
+        int threads = Integer.parseInt(args[7]);
+
+        Properties p = new Properties();
+        p.put(StreamsConfig.APPLICATION_ID_CONFIG, app);
+        p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, commitMs);
+        p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
+        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, threads);
+        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+
+        StreamsBuilder b = new StreamsBuilder();
+        if (!topology.equals("count")) {
+            System.err.println("unknown topology " + topology);
+            System.exit(2);
+        }
+        b.stream(input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                .groupByKey(Grouped.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                .count(Materialized.as("kv"))
+                .toStream()
+                .to(output, Produced.with(Serdes.ByteArray(), Serdes.Long()));
+
+        KafkaStreams streams = new KafkaStreams(b.build(), p);
+        CountDownLatch closed = new CountDownLatch(1);
+        Thread sampler = new Thread(() -> {
+            while (closed.getCount() > 0) {
+                sample();
+                try {
+                    Thread.sleep(100);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }, "bench-sampler");
+        sampler.setDaemon(true);
+        sampler.start();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            int[] now = sample();
+            int tasks = 0;
+            try {
+                for (ThreadMetadata t : streams.metadataForLocalThreads()) {
+                    tasks += t.activeTasks().size();
+                }
+            } catch (RuntimeException e) {
+                System.err.println("task metadata: " + e);
+            }
+            System.out.println("BENCH-RESULT {\"Sockets\":" + now[0] + ",\"SocketsPeak\":" + socketsPeak
+                    + ",\"FDs\":" + now[1] + ",\"Goroutines\":" + now[2] + ",\"GoroutinesPeak\":" + threadsPeak
+                    + ",\"TaskStarts\":" + tasks + "}");
+            System.out.flush();
+            streams.close(Duration.ofSeconds(30));
+            closed.countDown();
+        }, "bench-shutdown"));
+        streams.setUncaughtExceptionHandler(e -> {
+            System.err.println("stream thread failed: " + e);
+            return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
+        streams.start();
+        closed.await();
+    }
+
+    /** Returns {sockets, fds, threads} now and keeps the peaks. */
+    private static synchronized int[] sample() {
+        int sockets = 0, fds = 0;
+        try (Stream<Path> s = Files.list(Paths.get("/proc/self/fd"))) {
+            for (Path fd : (Iterable<Path>) s::iterator) {
+                try {
+                    String target = Files.readSymbolicLink(fd).toString();
+                    fds++;
+                    if (target.startsWith("socket:")) {
+                        sockets++;
+                    }
+                } catch (IOException e) {
+                    // closed meanwhile
+                }
+            }
+        } catch (IOException e) {
+            System.err.println("list /proc/self/fd: " + e);
+        }
+        int threads = ManagementFactory.getThreadMXBean().getThreadCount();
+        socketsPeak = Math.max(socketsPeak, sockets);
+        threadsPeak = Math.max(threadsPeak, threads);
+        return new int[] {sockets, fds, threads};
+    }
+}

@@ -1,0 +1,336 @@
+package kvstore
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eddy-streams/eddy/serde"
+	"pgregory.net/rapid"
+
+	"github.com/eddy-streams/eddy/statestore"
+)
+
+// The model-based test: random sequences of store operations through the typed layer
+// (typed → Buffer → Backend, so the merge iterator is covered), checked against a plain
+// map model with the commit protocol's semantics, on both backends.
+
+var modelStores = []string{"a", "b"}
+
+type modelMachine struct {
+	t    *testing.T
+	kind string
+	dir  string
+
+	backend Backend
+	set     *Set
+	bufs    map[string]*Buffer
+	kv      map[string]statestore.KeyValueStore[string, string]
+
+	// the model
+	committed   map[string]map[string]string
+	dirty       map[string]map[string]*string // nil: a buffered delete
+	checkpoints map[string]int64
+	reopens     int
+}
+
+func (m *modelMachine) open(rt *rapid.T) {
+	if m.backend == nil || m.kind == "bolt" {
+		if m.kind == "bolt" {
+			b, rep, err := OpenBoltReport(m.dir, BoltOptions{NoSync: true})
+			if err != nil {
+				rt.Fatalf("reopen: %v", err)
+			}
+			if rep.Recreated {
+				rt.Fatalf("reopen recreated the file: %+v", rep)
+			}
+			b.(*boltBackend).firstChunk = 1 // chunk boundaries everywhere: 1, 2, 4, ... keys
+			m.backend = b
+		} else {
+			m.backend = NewMemoryBackend()
+		}
+	}
+	// The memory backend lives on; a new Set over it is its "reopen".
+	m.set = NewSet(m.backend)
+	m.bufs = map[string]*Buffer{}
+	m.kv = map[string]statestore.KeyValueStore[string, string]{}
+	for _, name := range modelStores {
+		buf, err := m.set.Register(name, true)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		m.bufs[name] = buf
+		m.kv[name] = NewKeyValueStore(buf, name+"-changelog", serde.String(), serde.String(), nil)
+	}
+	for _, name := range modelStores {
+		m.dirty[name] = map[string]*string{}
+	}
+}
+
+func (m *modelMachine) close(rt *rapid.T) {
+	if m.set != nil {
+		if err := m.set.Close(); err != nil {
+			rt.Fatalf("close: %v", err)
+		}
+	}
+}
+
+// view is the model's content of a store: committed with the buffer over it.
+func (m *modelMachine) view(store string) map[string]string {
+	v := maps.Clone(m.committed[store])
+	for k, d := range m.dirty[store] {
+		if d == nil {
+			delete(v, k)
+		} else {
+			v[k] = *d
+		}
+	}
+	return v
+}
+
+var (
+	modelKey = rapid.Custom(func(t *rapid.T) string {
+		return string(rapid.SliceOfN(rapid.SampledFrom([]byte{0x00, 'a', 'b', 0xff}), 0, 3).Draw(t, "keybytes"))
+	})
+	modelValue = rapid.Custom(func(t *rapid.T) string {
+		switch rapid.IntRange(0, 20).Draw(t, "valuekind") {
+		case 0:
+			return ""
+		case 1:
+			return strings.Repeat("big", 2000) // larger than a page
+		default:
+			return fmt.Sprintf("v%d", rapid.IntRange(0, 1000).Draw(t, "v"))
+		}
+	})
+	modelStore = rapid.SampledFrom(modelStores)
+)
+
+func (m *modelMachine) expectRange(rt *rapid.T, what string, it statestore.Iterator[string, string], err error, in func(string) bool, store string) {
+	got, err := statestore.Collect(it, err)
+	if err != nil {
+		rt.Fatalf("%s: %v", what, err)
+	}
+	var want []statestore.KeyValue[string, string]
+	for k, v := range m.view(store) {
+		if in(k) {
+			want = append(want, statestore.KeyValue[string, string]{Key: k, Value: v})
+		}
+	}
+	slices.SortFunc(want, func(a, b statestore.KeyValue[string, string]) int { return cmp.Compare(a.Key, b.Key) })
+	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+		rt.Fatalf("%s on %s:\n got %q\nwant %q", what, store, got, want)
+	}
+}
+
+type capturedChange struct{ store, key, value string }
+
+type changeCapture []capturedChange
+
+func (c *changeCapture) WriteChange(store string, key, value []byte) error {
+	v := "<nil>"
+	if value != nil {
+		v = string(value)
+	}
+	*c = append(*c, capturedChange{store, string(key), v})
+	return nil
+}
+
+func (m *modelMachine) actions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"put": func(rt *rapid.T) {
+			s, k, v := modelStore.Draw(rt, "store"), modelKey.Draw(rt, "key"), modelValue.Draw(rt, "value")
+			if err := m.kv[s].Put(k, v); err != nil {
+				rt.Fatal(err)
+			}
+			m.dirty[s][k] = &v
+		},
+		"delete": func(rt *rapid.T) {
+			s, k := modelStore.Draw(rt, "store"), modelKey.Draw(rt, "key")
+			if err := m.kv[s].Delete(k); err != nil {
+				rt.Fatal(err)
+			}
+			m.dirty[s][k] = nil
+		},
+		"putIfAbsent": func(rt *rapid.T) {
+			s, k, v := modelStore.Draw(rt, "store"), modelKey.Draw(rt, "key"), modelValue.Draw(rt, "value")
+			old, existed, err := m.kv[s].PutIfAbsent(k, v)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			want, wantExisted := m.view(s)[k]
+			if existed != wantExisted || old != want {
+				rt.Fatalf("PutIfAbsent(%q) = %q,%v; want %q,%v", k, old, existed, want, wantExisted)
+			}
+			if !existed {
+				m.dirty[s][k] = &v
+			}
+		},
+		"get": func(rt *rapid.T) {
+			s, k := modelStore.Draw(rt, "store"), modelKey.Draw(rt, "key")
+			got, ok, err := m.kv[s].Get(k)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			want, wantOK := m.view(s)[k]
+			if ok != wantOK || got != want {
+				rt.Fatalf("Get(%s, %q) = %q,%v; want %q,%v", s, k, got, ok, want, wantOK)
+			}
+		},
+		"range": func(rt *rapid.T) {
+			s, from, to := modelStore.Draw(rt, "store"), modelKey.Draw(rt, "from"), modelKey.Draw(rt, "to")
+			it, err := m.kv[s].Range(from, to)
+			m.expectRange(rt, fmt.Sprintf("Range(%q, %q)", from, to), it, err, func(k string) bool { return from <= k && k < to }, s)
+		},
+		"prefix": func(rt *rapid.T) {
+			s, p := modelStore.Draw(rt, "store"), modelKey.Draw(rt, "prefix")
+			it, err := m.kv[s].Prefix(p)
+			m.expectRange(rt, fmt.Sprintf("Prefix(%q)", p), it, err, func(k string) bool { return strings.HasPrefix(k, p) }, s)
+		},
+		"all": func(rt *rapid.T) {
+			s := modelStore.Draw(rt, "store")
+			it, err := m.kv[s].All()
+			m.expectRange(rt, "All", it, err, func(string) bool { return true }, s)
+		},
+		"count": func(rt *rapid.T) {
+			s := modelStore.Draw(rt, "store")
+			n, err := m.kv[s].ApproximateCount()
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if want := int64(len(m.view(s))); n != want {
+				rt.Fatalf("ApproximateCount(%s) = %d; want %d", s, n, want)
+			}
+		},
+		"logChanges": func(rt *rapid.T) {
+			var got changeCapture
+			if err := m.set.LogChanges(&got); err != nil {
+				rt.Fatal(err)
+			}
+			var want changeCapture
+			for _, s := range modelStores {
+				for _, k := range slices.Sorted(maps.Keys(m.dirty[s])) {
+					v := "<nil>"
+					if d := m.dirty[s][k]; d != nil {
+						v = *d
+					}
+					want = append(want, capturedChange{s, k, v})
+				}
+			}
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+				rt.Fatalf("LogChanges:\n got %q\nwant %q", got, want)
+			}
+		},
+		"flush": func(rt *rapid.T) {
+			cps := map[string]int64{}
+			for _, s := range modelStores {
+				if rapid.Bool().Draw(rt, "checkpoint "+s) {
+					cps[s] = rapid.Int64Range(0, 1<<40).Draw(rt, "offset")
+				}
+			}
+			if err := m.set.Flush(cps); err != nil {
+				rt.Fatal(err)
+			}
+			for _, s := range modelStores {
+				m.committed[s] = m.view(s)
+				m.dirty[s] = map[string]*string{}
+			}
+			maps.Copy(m.checkpoints, cps)
+			if m.set.Dirty() != 0 {
+				rt.Fatalf("Dirty() = %d after Flush", m.set.Dirty())
+			}
+		},
+		"discard": func(rt *rapid.T) {
+			m.set.Discard()
+			for _, s := range modelStores {
+				m.dirty[s] = map[string]*string{}
+			}
+		},
+		"checkpoint": func(rt *rapid.T) {
+			for _, s := range append(modelStores, "unknown") {
+				off, ok, err := m.backend.Checkpoint(s)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				want, wantOK := m.checkpoints[s]
+				if ok != wantOK || off != want {
+					rt.Fatalf("Checkpoint(%s) = %d,%v; want %d,%v", s, off, ok, want, wantOK)
+				}
+			}
+		},
+		"restore": func(rt *rapid.T) {
+			s := modelStore.Draw(rt, "store")
+			n := rapid.IntRange(0, 20).Draw(rt, "records")
+			var recs []Entry
+			for range n {
+				e := Entry{Key: []byte(modelKey.Draw(rt, "key"))}
+				if rapid.IntRange(0, 3).Draw(rt, "tombstone") > 0 {
+					e.Value = []byte(modelValue.Draw(rt, "value"))
+				}
+				recs = append(recs, e)
+			}
+			next := rapid.Int64Range(0, 1<<40).Draw(rt, "next")
+			err := m.bufs[s].Restore(recs, next)
+			if len(m.dirty[s]) > 0 {
+				if err == nil {
+					rt.Fatal("Restore with buffered changes succeeded")
+				}
+				return
+			}
+			if err != nil {
+				rt.Fatal(err)
+			}
+			applyModel(m.committed[s], recs)
+			m.checkpoints[s] = next
+		},
+		"wipe": func(rt *rapid.T) {
+			s := modelStore.Draw(rt, "store")
+			if err := m.backend.Wipe(s); err != nil {
+				rt.Fatal(err)
+			}
+			m.committed[s] = map[string]string{}
+			delete(m.checkpoints, s)
+		},
+		"reopen": func(rt *rapid.T) {
+			m.reopens++
+			if m.kind == "bolt" && rapid.Bool().Draw(rt, "crash") {
+				abandon(m.t, m.backend) // as a dying process: no sync, no clean close
+			} else if m.kind == "bolt" {
+				if err := m.set.Close(); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			for _, s := range modelStores {
+				m.dirty[s] = map[string]*string{}
+			}
+			m.open(rt)
+		},
+	}
+}
+
+func TestStoreModel(t *testing.T) {
+	for _, kind := range []string{"memory", "bolt"} {
+		t.Run(kind, func(t *testing.T) {
+			root := t.TempDir()
+			runs := 0
+			rapid.Check(t, func(rt *rapid.T) {
+				runs++
+				dir, err := os.MkdirTemp(root, "run")
+				if err != nil {
+					rt.Fatal(err)
+				}
+				m := &modelMachine{t: t, kind: kind, dir: dir,
+					committed:   map[string]map[string]string{"a": {}, "b": {}},
+					dirty:       map[string]map[string]*string{},
+					checkpoints: map[string]int64{},
+				}
+				m.open(rt)
+				defer m.close(rt)
+				rt.Repeat(m.actions())
+			})
+		})
+	}
+}

@@ -1,6 +1,0 @@
-//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
-
-package statestore
-
-// bootID is unknown here: every unclean close of a NoSync file counts as a restart.
-func bootID() string { return "" }

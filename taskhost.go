@@ -1,0 +1,217 @@
+package eddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kread"
+	"github.com/eddy-streams/eddy/internal/kvstore"
+	"github.com/eddy-streams/eddy/internal/metrics"
+	"github.com/eddy-streams/eddy/internal/producer"
+	"github.com/eddy-streams/eddy/internal/restore"
+	"github.com/eddy-streams/eddy/internal/task"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// taskHost is all a task asks of the runtime that runs it. The runtime implements it; a
+// task holds nothing else of the runtime's.
+type taskHost interface {
+	offsetsSource
+	// checkOwnership asks the group coordinator whether this member still holds the
+	// task whose partition of topic is given, in a stable group; if not, the error's
+	// recovery is taskMigrated.
+	checkOwnership(ctx context.Context, sess sarama.ConsumerGroupSession, id processor.TaskID, topic string) error
+	// partitionCount returns the partition count of an output topic.
+	partitionCount(topic string) (int32, error)
+	// requestRejoin ends the group session, forcing a new generation.
+	requestRejoin(sess sarama.ConsumerGroupSession)
+	// fail stops the application with err.
+	fail(err error)
+	// flushSlot and restoreSlot bound the CPU-bound store writes and restores running
+	// at once across tasks; each returns the function that gives the slot back.
+	flushSlot() (release func())
+	restoreSlot(ctx context.Context) (release func(), err error)
+	// restorer returns a restorer of changelogs into stores, for the task to adjust.
+	restorer() restore.Restorer
+	// globalBackend returns the backend of the global stores (nil: none).
+	globalBackend() kvstore.Backend
+	// deleteRecords deletes the records of a partition below an offset.
+	deleteRecords(topic string, partition int32, below int64) error
+	// groupOffset returns the consumer group's committed offset of a partition
+	// (negative: none).
+	groupOffset(topic string, partition int32) (int64, error)
+}
+
+// taskSettings is what every task of a runtime is made with.
+type taskSettings struct {
+	appID           string
+	graph           *graph.Graph
+	stateDir        string // <StateDir>/<ApplicationID>
+	exactlyOnce     bool
+	producerPerTask bool
+	commitInterval  time.Duration
+	commitRecords   int
+	maxTaskIdle     time.Duration
+	txnTimeout      time.Duration
+	purgeInterval   time.Duration
+	storeNoSync     bool
+	badRecords      task.ErrorPolicy
+	deadLetterTopic string
+	onRestore       func(processor.TaskID, changelog.Result)
+	producer        producer.Config // without a transactional ID
+	logger          *slog.Logger
+	metrics         *metrics.Metrics
+	// commitSeam, if set, wraps every transaction's commit step (fault-injection
+	// tests); tasks tells the tasks whose work the transaction carries.
+	commitSeam func(tasks func() []processor.TaskID, next commitFunc) commitFunc
+}
+
+func (rt *runtime) taskSettings() taskSettings {
+	cfg := rt.cfg
+	policy := task.Fail
+	switch cfg.OnBadRecord {
+	case SkipBadRecord:
+		policy = task.Skip
+	case DeadLetterBadRecord:
+		policy = task.DeadLetter
+	}
+	return taskSettings{
+		appID: cfg.ApplicationID, graph: rt.g, stateDir: rt.appDir,
+		exactlyOnce:     cfg.Guarantee == ExactlyOnce,
+		producerPerTask: cfg.ProducerPerTask,
+		commitInterval:  cfg.CommitInterval, commitRecords: cfg.CommitRecords,
+		maxTaskIdle: cfg.MaxTaskIdle,
+		txnTimeout:  cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
+		storeNoSync: cfg.StoreNoSync, badRecords: policy, deadLetterTopic: cfg.DeadLetterTopic,
+		onRestore:  cfg.OnRestore,
+		producer:   producer.Config{Brokers: cfg.Brokers, Sarama: rt.sc, TransactionTimeout: cfg.TransactionTimeout},
+		logger:     rt.logger,
+		metrics:    rt.metrics,
+		commitSeam: rt.app.commitSeam,
+	}
+}
+
+func (rt *runtime) checkOwnership(ctx context.Context, sess sarama.ConsumerGroupSession, id processor.TaskID, topic string) error {
+	notOurs := func(why string) error {
+		return &taskError{task: id, op: "check ownership", rec: taskMigrated, err: errors.New(why)}
+	}
+	if sess == nil || sess.Context().Err() != nil {
+		return notOurs("the group session ended")
+	}
+	groups, err := rt.admin.DescribeConsumerGroups([]string{rt.cfg.ApplicationID})
+	if err != nil || len(groups) != 1 {
+		return &taskError{task: id, op: "check ownership", rec: settleTxn, err: fmt.Errorf("describe group: %w", err)}
+	}
+	g := groups[0]
+	if !errors.Is(g.Err, sarama.ErrNoError) {
+		return &taskError{task: id, op: "check ownership", rec: settleTxn, err: fmt.Errorf("describe group: %w", g.Err)}
+	}
+	if g.State != "Stable" {
+		return notOurs(fmt.Sprintf("the group is %s", g.State))
+	}
+	m, ok := g.Members[sess.MemberID()]
+	if !ok {
+		return notOurs("this member left the group")
+	}
+	a, err := m.GetMemberAssignment()
+	if err != nil || a == nil {
+		return notOurs("unreadable assignment")
+	}
+	if !slices.Contains(a.Topics[topic], id.Partition) {
+		return notOurs("assigned to another member")
+	}
+	return nil
+}
+
+// partitionCount returns (and caches) the partition count of an output topic.
+func (rt *runtime) partitionCount(topic string) (int32, error) {
+	rt.partsMu.Lock()
+	n, ok := rt.partitions[topic]
+	rt.partsMu.Unlock()
+	if ok {
+		return n, nil
+	}
+	parts, err := rt.client.Partitions(topic)
+	if err != nil {
+		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			return 0, fmt.Errorf("%w: %q", ErrMissingTopic, topic)
+		}
+		return 0, err
+	}
+	n = int32(len(parts))
+	rt.partsMu.Lock()
+	rt.partitions[topic] = n
+	rt.partsMu.Unlock()
+	return n, nil
+}
+
+// topicIDs returns the IDs of topics (Kafka 2.8+ metadata); a topic missing from the
+// answer, or a broker too old to give IDs, has none. Errors are the caller's to log:
+// without IDs the task still refuses a floor above a partition's end (see
+// offsetsRecord.read).
+func (rt *runtime) topicIDs(topics []string) (map[string]sarama.Uuid, error) {
+	broker := rt.client.LeastLoadedBroker() // opened by sarama
+	if broker == nil {
+		return nil, errors.New("no broker to ask for topic IDs")
+	}
+	resp, err := broker.GetMetadata(sarama.NewMetadataRequest(rt.sc.Version, topics))
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]sarama.Uuid{}
+	for _, t := range resp.Topics {
+		if errors.Is(t.Err, sarama.ErrNoError) && t.Uuid != (sarama.Uuid{}) {
+			ids[t.Name] = t.Uuid
+		}
+	}
+	return ids, nil
+}
+
+func (rt *runtime) readLast(ctx context.Context, topic string, partition int32, window int) (map[string][]byte, error) {
+	return kread.ReadLast(ctx, rt.restoreC, topic, partition, window)
+}
+
+func (rt *runtime) highWaterMark(topic string, partition int32) (int64, error) {
+	return kread.HighWaterMark(rt.restoreC, topic, partition)
+}
+
+// flushSlot waits for a slot without a context: the caller's transaction is committed,
+// and giving up would stop the application; every flush holding a slot ends on its own.
+func (rt *runtime) flushSlot() func() {
+	rt.flushSlots <- struct{}{}
+	return func() { <-rt.flushSlots }
+}
+
+func (rt *runtime) restoreSlot(ctx context.Context) (func(), error) {
+	select {
+	case rt.restoreSlots <- struct{}{}:
+		return func() { <-rt.restoreSlots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (rt *runtime) restorer() restore.Restorer { return *rt.restoreProto }
+
+func (rt *runtime) deleteRecords(topic string, partition int32, below int64) error {
+	return rt.admin.DeleteRecords(topic, map[int32]int64{partition: below})
+}
+
+func (rt *runtime) groupOffset(topic string, partition int32) (int64, error) {
+	offs, err := rt.admin.ListConsumerGroupOffsets(rt.cfg.ApplicationID, map[string][]int32{topic: {partition}})
+	if err != nil {
+		return -1, err
+	}
+	if b := offs.GetBlock(topic, partition); b != nil {
+		return b.Offset, nil
+	}
+	return -1, nil
+}

@@ -1,0 +1,196 @@
+package eddy
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/producer"
+)
+
+// commitFunc is the step of a commit that makes it durable: under exactly-once the
+// Kafka transaction's commit with the consumed offsets, under at-least-once a flush and
+// the offsets marked in the group session. Fault-injection tests wrap it (App.commitSeam)
+// when the transaction is made, so the commit path has no test branches.
+type commitFunc func(ctx context.Context, offsets map[string]map[int32]int64) error
+
+// transaction is the producer side of a task's units of work, in the spirit of
+// franz-go's GroupTransactSession: it owns the producer (made by the creator, one
+// creation at a time; recreating it fences its predecessors and settles their open
+// transaction), knows the group session it commits in, and knows whether the commit
+// under way committed (the nonce of its offsets record). It holds nothing of a task's
+// own: the task prepares its part of a commit (output already sent, changelog records,
+// offsets record) and finishes it after (stores, committed offsets), so one transaction
+// can serve several tasks.
+type transaction struct {
+	id          string // the transactional ID; empty under at-least-once
+	creator     *producer.Creator
+	producer    *producer.Producer
+	exactlyOnce bool
+	groupID     string
+	sess        sarama.ConsumerGroupSession
+	// nonce names the offsets record of the commit under way (0: none), to tell after an
+	// unknown outcome whether it committed.
+	nonce  uint64
+	commit commitFunc
+}
+
+func newTransaction(cfg producer.Config, groupID string) *transaction {
+	x := &transaction{id: cfg.TransactionalID, creator: producer.NewCreator(cfg), exactlyOnce: cfg.TransactionalID != "", groupID: groupID}
+	x.commit = x.commitOffsets
+	return x
+}
+
+// commitNonce returns the nonce of the commit under way, drawing one for a new commit.
+// Every offsets record of the transaction carries it.
+func (x *transaction) commitNonce() uint64 {
+	if x.nonce == 0 {
+		x.nonce = rand.Uint64() | 1
+	}
+	return x.nonce
+}
+
+// ensure creates the producer if there is none.
+func (x *transaction) ensure(ctx context.Context) error {
+	if x.producer != nil {
+		return nil
+	}
+	p, err := x.creator.Create(ctx)
+	if err != nil {
+		return err
+	}
+	x.producer = p
+	return nil
+}
+
+// lacksProducer reports an exactly-once transaction whose producer was dropped: its
+// task must be recreated rather than resumed.
+func (x *transaction) lacksProducer() bool { return x.exactlyOnce && x.producer == nil }
+
+// open reports whether records were sent since the last commit or abort.
+func (x *transaction) open() bool { return x.producer != nil && x.producer.InTransaction() }
+
+func (x *transaction) send(ctx context.Context, topic string, partition int32, key, value []byte, headers []sarama.RecordHeader) error {
+	return x.producer.Send(ctx, topic, partition, key, value, headers, time.Now())
+}
+
+func (x *transaction) sendAt(ctx context.Context, topic string, partition int32, key, value []byte, headers []sarama.RecordHeader, ts time.Time) error {
+	return x.producer.Send(ctx, topic, partition, key, value, headers, ts)
+}
+
+// commitOffsets is the production commitFunc.
+func (x *transaction) commitOffsets(ctx context.Context, offsets map[string]map[int32]int64) error {
+	if x.exactlyOnce {
+		meta := sarama.NewConsumerGroupMetadataFromSession(x.sess, x.groupID, nil)
+		return x.producer.Commit(ctx, offsets, meta)
+	}
+	if err := x.producer.Flush(ctx); err != nil {
+		return err
+	}
+	for topic, parts := range offsets {
+		for p, off := range parts {
+			x.sess.MarkOffset(topic, p, off, "")
+		}
+	}
+	return nil
+}
+
+// checkpoint returns the offset after the last record the committed transaction wrote
+// to a partition, and whether it wrote there.
+func (x *transaction) checkpoint(topic string, partition int32) (int64, bool) {
+	off, ok := x.producer.Offset(topic, partition)
+	return off + 1, ok
+}
+
+// abort aborts the open transaction.
+func (x *transaction) abort(ctx context.Context) error {
+	err := x.producer.Abort(ctx)
+	if err == nil {
+		x.nonce = 0
+	}
+	return err
+}
+
+// recreate closes the producer and creates a new one, which settles the open
+// transaction one way or the other.
+func (x *transaction) recreate(ctx context.Context) error {
+	if x.producer != nil {
+		_ = x.producer.Close()
+		x.producer = nil
+	}
+	return x.ensure(ctx)
+}
+
+// drop aborts the open transaction (best effort, bounded) and closes the producer.
+func (x *transaction) drop() {
+	if x.producer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if x.producer.Transactional() {
+		_ = x.producer.Abort(ctx)
+	}
+	cancel()
+	_ = x.producer.Close()
+	x.producer = nil
+}
+
+// close drops the producer and ends the creator (a creation under way is abandoned).
+func (x *transaction) close() {
+	x.drop()
+	x.creator.Close()
+}
+
+// work is a task's side of the open unit of work: the input processed since the last
+// commit (kept for replay after an abort, under exactly-once), the consumed position
+// per source topic, and the record count.
+type work struct {
+	kept       []graph.RawRecord
+	consumed   map[string]int64 // per source topic: the offset after the last processed record
+	pending    int              // records processed since the last commit
+	lastCommit time.Time
+}
+
+// keptReuse is the capacity up to which a task always reuses its kept-records array
+// after a commit; a larger one is reused while commits fill at least a quarter of it.
+const keptReuse = 4096
+
+// begin starts a session's work: nothing processed yet.
+func (w *work) begin() {
+	w.consumed = map[string]int64{}
+	w.kept, w.pending = nil, 0
+	w.lastCommit = time.Now()
+}
+
+// processed records that rec went through the task.
+func (w *work) processed(rec graph.RawRecord) {
+	w.consumed[rec.Topic] = rec.Offset + 1
+	w.pending++
+}
+
+// done ends the unit of work after its commit (or after learning it committed).
+func (w *work) done() {
+	if cap(w.kept) > keptReuse && len(w.kept) < cap(w.kept)/4 {
+		w.kept = nil // a burst's large array would otherwise stay with every task
+	} else {
+		clear(w.kept) // let the kept records' bytes go
+		w.kept = w.kept[:0]
+	}
+	w.pending = 0
+	w.lastCommit = time.Now()
+}
+
+// takeKept returns the kept input for a replay and starts the work afresh.
+func (w *work) takeKept() []graph.RawRecord {
+	kept := w.kept
+	w.kept = make([]graph.RawRecord, 0, len(kept))
+	w.consumed = map[string]int64{}
+	w.pending = 0
+	return kept
+}
+
+// drop forgets the open unit of work (its transaction was abandoned).
+func (w *work) drop() { w.kept, w.pending = nil, 0 }

@@ -1,0 +1,283 @@
+package eddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/backoff"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// worker runs a share of the instance's tasks with one producer: Kafka Streams'
+// exactly_once_v2 (KIP-447) model, where a stream thread, not a task, owns the
+// transactional producer. Each session it runs its tasks on one goroutine, and one
+// transaction carries all their work: output, changelog records, offsets records and
+// the consumed offsets with the group's metadata. A zombie is fenced by the consumer
+// group generation that the transaction's TxnOffsetCommit carries (every commit of a
+// worker carries the positions of all its tasks, so no transaction escapes that check),
+// not by a transactional ID per task; the worker's transactional ID is the instance's
+// and the worker's, kept across restarts in the state dir, so a restarted instance
+// fences its predecessor's producers and settles their open transactions at once.
+type worker struct {
+	idx    int
+	host   taskHost
+	cfg    taskSettings
+	txn    *transaction
+	logger *slog.Logger
+	notify chan struct{} // every inbox of the worker's tasks signals here
+	// solo: the worker runs one task with the task's own producer (Config.ProducerPerTask):
+	// its transactional ID is the task's, and recreating the producer fences whoever
+	// else holds it, so the worker first checks that the group still gives it the task.
+	solo bool
+
+	// The fields below belong to the goroutine running the session.
+	sess         sarama.ConsumerGroupSession
+	tasks        []*taskRunner // this session's tasks
+	lastCommit   time.Time
+	failingSince time.Time
+}
+
+func newWorker(host taskHost, cfg taskSettings, idx int, txnID string) *worker {
+	pc := cfg.producer
+	if cfg.exactlyOnce {
+		pc.TransactionalID = txnID
+	}
+	w := &worker{
+		idx: idx, host: host, cfg: cfg, txn: newTransaction(pc, cfg.appID),
+		logger: cfg.logger.With("worker", idx),
+		notify: make(chan struct{}, 1),
+	}
+	if cfg.commitSeam != nil {
+		w.txn.commit = cfg.commitSeam(w.taskIDs, w.txn.commit)
+	}
+	return w
+}
+
+// soloWorker runs task t alone with t's own transaction, for one session.
+func soloWorker(host taskHost, cfg taskSettings, t *taskRunner) *worker {
+	return &worker{host: host, cfg: cfg, txn: t.txn, logger: t.logger, notify: t.inbox.notify, solo: true}
+}
+
+func (w *worker) taskIDs() []processor.TaskID {
+	ids := make([]processor.TaskID, len(w.tasks))
+	for i, t := range w.tasks {
+		ids[i] = t.id
+	}
+	return ids
+}
+
+// run is the worker's goroutine for one session: it prepares its tasks, then processes
+// and commits them together until the session ends, then commits and suspends them.
+func (w *worker) run(sess sarama.ConsumerGroupSession, tasks []*taskRunner) {
+	w.tasks = w.tasks[:0]
+	for _, t := range tasks {
+		t.runMu.Lock()
+		defer t.runMu.Unlock()
+		if t.dead.Load() {
+			continue
+		}
+		t.sess, t.txn = sess, w.txn
+		if !w.solo {
+			t.inbox.notifyOn(w.notify)
+		}
+		w.tasks = append(w.tasks, t)
+	}
+	if len(w.tasks) == 0 {
+		return
+	}
+	w.sess, w.txn.sess = sess, sess
+	err := w.session(sess.Context())
+	switch {
+	case err == nil:
+		return
+	case sess.Context().Err() != nil && recoverable(err):
+		w.logger.Info("session ended during a failed transaction; dropping it", "error", err)
+		w.abandon()
+		return
+	case errors.Is(err, errReconsume):
+		w.logger.Warn("output failed; the session ends and the uncommitted input is consumed again", "error", err)
+		return
+	case isFenced(err):
+		w.logger.Info("fenced: the tasks moved to another instance; dropping them", "by", w.name(), "reason", err)
+		for _, t := range w.tasks {
+			t.metrics.Fenced()
+		}
+		w.host.requestRejoin(sess)
+	default:
+		w.host.fail(err)
+	}
+	for _, t := range w.tasks {
+		t.dead.Store(true)
+		t.inbox.close()
+	}
+	w.abandon()
+}
+
+func (w *worker) session(ctx context.Context) error {
+	for _, t := range w.tasks {
+		if err := transition(&t.state, t.id, taskRestoring); err != nil {
+			return err
+		}
+		defer func() {
+			if err := transition(&t.state, t.id, taskSuspended); err != nil {
+				w.host.fail(err)
+			}
+		}()
+	}
+	if err := w.prepare(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // a rebalance: a restore resumes from its checkpoint later
+		}
+		return err
+	}
+	for _, t := range w.tasks {
+		if !t.initDone {
+			if err := t.eng.Init(); err != nil {
+				return err
+			}
+			t.initDone = true
+		}
+		t.work.begin()
+		if err := transition(&t.state, t.id, taskRunning); err != nil {
+			return err
+		}
+		t.logger.Debug("task running")
+	}
+	w.lastCommit = time.Now()
+	return w.loop(ctx)
+}
+
+// prepare creates the worker's producer, then readies its tasks in parallel: stores
+// opened and restored, offsets records read (each retried while the session lives, as
+// a task alone does).
+func (w *worker) prepare(ctx context.Context) error {
+	b := backoff.Backoff{Max: maxRecoverDelay}
+	for attempt := 1; ; attempt++ {
+		err := w.txn.ensure(ctx)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		if rec := classify(err); rec == fatalFailure {
+			return fmt.Errorf("worker %d: creating its producer failed (%s), not retried: %w", w.idx, rec, err)
+		}
+		delay := b.Next()
+		w.logger.Warn("creating the worker's producer failed; retrying", "error", err, "attempt", attempt, "retry_in", delay)
+		if err := backoff.Sleep(ctx, delay); err != nil {
+			return err
+		}
+	}
+	errs := make([]error, len(w.tasks))
+	var wg sync.WaitGroup
+	for i, t := range w.tasks {
+		wg.Go(func() {
+			if errs[i] = t.open(); errs[i] == nil {
+				errs[i] = t.prepare(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// loop processes the worker's tasks in turn, a chunk each, and commits them together
+// every commit interval, when one asks, and at the end of the session.
+func (w *worker) loop(ctx context.Context) error {
+	tick := time.NewTicker(min(w.cfg.commitInterval, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		need, more, err := w.processChunks(ctx)
+		if err != nil {
+			return err
+		}
+		if need || time.Since(w.lastCommit) >= w.cfg.commitInterval {
+			if err := w.commitWithRecovery(ctx); err != nil {
+				return err
+			}
+		}
+		for _, t := range w.tasks {
+			t.recordBufferKeys()
+		}
+		if more && ctx.Err() == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return w.suspend()
+		case <-w.notify:
+		case now := <-tick.C:
+			if err := w.punctuate(ctx, now); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// processChunks runs a chunk of each task's buffered records; a processing error is
+// recovered from (the transaction of all the worker's tasks rolled back and replayed).
+func (w *worker) processChunks(ctx context.Context) (need, more bool, err error) {
+	for _, t := range w.tasks {
+		n, m, err := t.processChunk()
+		if err != nil {
+			if err := w.recover(ctx, err); err != nil {
+				return false, false, err
+			}
+			m = true
+		}
+		need, more = need || n, more || m
+	}
+	return need, more, nil
+}
+
+func (w *worker) punctuate(ctx context.Context, now time.Time) error {
+	for _, t := range w.tasks {
+		if err := t.eng.PunctuateWallClock(now); err != nil {
+			if err := w.recover(ctx, err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// opContext bounds one producer operation by time and by nothing else: the worker
+// lives as long as the runtime, and a rebalance must not cut a commit in half.
+func (w *worker) opContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), max(2*w.cfg.txnTimeout, 30*time.Second))
+}
+
+// suspend commits the open transaction at the end of a session, so the next owners of
+// the tasks start exactly where this worker stopped.
+func (w *worker) suspend() error {
+	ctx, cancel := w.opContext()
+	defer cancel()
+	err := w.commit(ctx)
+	if err == nil || isFenced(err) {
+		return err
+	}
+	w.logger.Warn("commit at suspend failed; aborting the open transaction", "error", err)
+	w.abandon()
+	if recoverable(err) {
+		return nil
+	}
+	return err
+}
+
+// abandon drops the open transaction and every task's uncommitted work.
+func (w *worker) abandon() {
+	for _, t := range w.tasks {
+		t.dropWork()
+	}
+	w.txn.drop()
+}
+
+// close ends the worker's producer; the runtime calls it when it stops.
+func (w *worker) close() { w.txn.close() }
