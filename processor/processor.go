@@ -188,3 +188,28 @@ func KeyValueStore[K, V any](p StoreProvider, name string) (statestore.KeyValueS
 	}
 	return kv, nil
 }
+
+// WindowStore returns the window store name (added with topology.AddWindowStore) of the
+// node's task.
+func WindowStore[K, V any](p StoreProvider, name string) (statestore.WindowStore[K, V], error) {
+	return typedStore[statestore.WindowStore[K, V]](p, name, "WindowStore", "topology.AddWindowStore")
+}
+
+// SessionStore returns the session store name (added with topology.AddSessionStore) of
+// the node's task.
+func SessionStore[K, V any](p StoreProvider, name string) (statestore.SessionStore[K, V], error) {
+	return typedStore[statestore.SessionStore[K, V]](p, name, "SessionStore", "topology.AddSessionStore")
+}
+
+func typedStore[S any](p StoreProvider, name, kind, adder string) (S, error) {
+	var zero S
+	s, err := p.StateStore(name)
+	if err != nil {
+		return zero, err
+	}
+	typed, ok := s.(S)
+	if !ok {
+		return zero, fmt.Errorf("processor: state store %q is a %T, not a %s %v (key and value types must be those given to %s)", name, s, kind, reflect.TypeFor[S](), adder)
+	}
+	return typed, nil
+}

@@ -1,6 +1,8 @@
 // Package statestore is what a processor sees of its task's local state: typed
 // key-value stores (KeyValueStore), sequences over them for range loops (All, Range,
-// Prefix), and the errors a store operation can return.
+// Prefix), window and session stores (WindowStore, SessionStore: values per key and time
+// window, kept for a retention period, with Kafka Streams' changelog key layouts), and
+// the errors a store operation can return.
 //
 // A processor gets its stores from its context (processor.KeyValueStore) under the names the
 // topology declared; the runtime opens, restores and commits them. Every write is kept

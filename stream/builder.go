@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/eddy-streams/eddy/internal/cache"
 	"github.com/eddy-streams/eddy/processor"
@@ -116,6 +117,9 @@ func (b *Builder) nodeName(opts []Option, prefix string) string {
 	if o.store != "" || o.inMemory || o.withoutChangelog || o.withoutCaching {
 		b.fail("%s: Materialized, InMemory, WithoutChangelog and WithoutCaching apply to operations that make a table; this one keeps no store", name)
 	}
+	if o.retention != 0 {
+		b.fail("%s: Retention applies to windowed aggregations; this operation keeps no window store", name)
+	}
 	return name
 }
 
@@ -167,6 +171,7 @@ type options struct {
 	withoutChangelog bool
 	withoutCaching   bool
 	ownChangelog     bool
+	retention        time.Duration // window stores (Retention)
 	// sourceTopic: the store is the table of this topic (TableFrom), which is then its
 	// changelog unless ownChangelog.
 	sourceTopic string

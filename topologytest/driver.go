@@ -410,9 +410,12 @@ func (d *Driver) transaction(t *task.Task, fn func() error) error {
 	if err == nil {
 		err = d.commit(t)
 	}
+	if err == nil && d.tx == nil {
+		t.Committed()
+	}
 	if err != nil {
 		t.Stores().Discard()
-		t.Caches().Drop()
+		t.Rollback() // time state and record caches, as the runtime after an abort
 		for topic, recs := range d.topics {
 			d.topics[topic] = recs[:lengths[topic]]
 		}

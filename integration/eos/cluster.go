@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/names"
 )
 
@@ -145,8 +148,10 @@ func (h *harness) victim(f Fault) (int32, string, error) {
 		}
 		return leader(topics)
 	case KillTxnCoordinator:
-		// The transactional ID of task 0_p (eddy: <app>-<task>).
-		id := names.TransactionalID(h.names.App, fmt.Sprintf("0_%d", f.Target%int(h.cfg.Partitions)))
+		id, err := h.workerTransactionalID(f.Target)
+		if err != nil {
+			return 0, "", err
+		}
 		if err := client.RefreshTransactionCoordinator(id); err != nil {
 			return 0, "", err
 		}
@@ -393,4 +398,16 @@ func (h *harness) healCluster() {
 	if h.cl.client != nil {
 		_ = h.cl.client.Close()
 	}
+}
+
+// workerTransactionalID returns the transactional ID of worker 0 of an instance
+// (eddy: <app>-<instance ID>-<worker>, the instance ID kept in its state dir).
+func (h *harness) workerTransactionalID(target int) (string, error) {
+	in := h.instances[target%len(h.instances)]
+	path := filepath.Join(in.cfg.StateDir, h.names.App, eddy.InstanceIDFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("eos: the instance ID of %s: %w", in.cfg.StateDir, err)
+	}
+	return names.TransactionalID(h.names.App, strings.TrimSpace(string(b))+"-0"), nil
 }

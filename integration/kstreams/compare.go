@@ -20,15 +20,25 @@ func (o *Oracle) Compare(ctx context.Context, c Case, topo *topology.Topology) (
 		return "", fmt.Errorf("kstreams: unknown topology %q", name)
 	}
 	var oracleErr error
+	restartAt := -1
+	if c.RestartAt > 0 {
+		restartAt = c.RestartAt
+	}
 	differs := func(in []Record) string {
 		want, err := o.RunCase(ctx, Case{Topology: name, Input: in, Config: c.Config})
 		if err != nil {
 			oracleErr = err
 			return ""
 		}
-		got, err := RunTopologyTest(topo, in, outputs)
+		got, err := RunTopologyTestRestart(topo, "oracle-"+name, in, outputs, min(restartAt, len(in)))
 		if err != nil {
 			return "eddy failed: " + err.Error() + "\n"
+		}
+		for topic := range want {
+			if strings.HasSuffix(topic, "-changelog") {
+				want[topic] = CompactChangelog(topic, want[topic], false)
+				got[topic] = CompactChangelog(topic, got[topic], true)
+			}
 		}
 		return Diff(want, got)
 	}

@@ -1,9 +1,12 @@
 package kstreams
 
 import (
+	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +14,28 @@ import (
 
 // Topologies are the names the oracle knows.
 var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "T10"}
+
+// WindowTopologies are the windowed topologies: W1 time windows, W2 sliding windows,
+// W3 session windows, W4 session windows with a longer retention. Their outputs
+// include the stores' changelog topics, compared compacted (see CompactChangelog).
+var WindowTopologies = []string{"W1", "W2", "W3", "W4"}
+
+// UncachedOnly are the topologies whose output Kafka Streams' record cache changes in a
+// way eddy does not copy, with the reason: they are compared with caching off only.
+var UncachedOnly = map[string]string{
+	"W3": "Kafka Streams' caching session store (CachingSessionStore.findSessions, 4.1.1) " +
+		"merges its read cache, which keeps sessions after they expired in the store, so a " +
+		"record can join a session past the store's retention until the cache evicts it (or " +
+		"the instance restarts with an empty cache); eddy's session store expires by " +
+		"retention alone. W4 is W3 with a retention that makes the difference unreachable.",
+}
+
+// ChangelogTopic is the changelog of store in topology as the oracle's driver names it
+// (application id "oracle-<topology>"); RunTopologyTest gives eddy's driver that
+// application id too.
+func ChangelogTopic(topology, store string) string {
+	return "oracle-" + topology + "-" + store + "-changelog"
+}
 
 // Outputs are the output topics of each topology, as the oracle lists them.
 var Outputs = map[string][]string{
@@ -24,6 +49,11 @@ var Outputs = map[string][]string{
 	"T8":  {"ts-out", "ts-count", "ts-table-out"},
 	"T9":  {"g-inner", "g-left"},
 	"T10": {"r-joined"},
+	"W1": {"tumble-count", "hop-agg", "tumble-reduce",
+		ChangelogTopic("W1", "tumble-count"), ChangelogTopic("W1", "hop-agg"), ChangelogTopic("W1", "tumble-reduce")},
+	"W2": {"slide-count", "slide-agg", ChangelogTopic("W2", "slide-count"), ChangelogTopic("W2", "slide-agg")},
+	"W3": {"session-count", "session-agg", ChangelogTopic("W3", "session-count"), ChangelogTopic("W3", "session-agg")},
+	"W4": {"session-count-r", "session-agg-r", ChangelogTopic("W4", "session-count-r"), ChangelogTopic("W4", "session-agg-r")},
 }
 
 // Base is the earliest input timestamp; inputs spread over the hour after it.
@@ -76,8 +106,11 @@ func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 		next = g.t9
 	case "T10":
 		next = g.t10
+	case "W1", "W2", "W3", "W4":
+		return g.windowed(map[string]string{"W1": "win-in", "W2": "slide-in", "W3": "sess-in", "W4": "sess-in"}[topology], n, Base), nil
 	default:
-		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s)", topology, strings.Join(Topologies, ", "))
+		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s, %s)", topology,
+			strings.Join(Topologies, ", "), strings.Join(WindowTopologies, ", "))
 	}
 	out := make([]Record, n)
 	last := map[string][]byte{} // topic and key → the last value generated for them
@@ -221,6 +254,101 @@ func (g gen) t7() Record {
 	}
 	start := g.pick("a", "a", "b", "b", "A", "B", "c", "", "é", "ж")
 	return g.rec("events", key, ptr(start+g.pick("", "x", "lpha", "été", "жук", "ω", "東京", " z", "9")))
+}
+
+// windowed makes the input of the windowed topologies: three keys, values "v<n>" (one
+// in ten null), and event time that mostly moves forward by 0-3 s a record, with
+// records now and then behind it by up to 20 s (out of order, some within the grace
+// periods of 5 and 10 s, some after) and a few 60 s behind (late for every window),
+// some equal timestamps, and now and then a jump of a minute (windows close).
+func (g gen) windowed(topic string, n int, base time.Time) []Record {
+	out := make([]Record, n)
+	cursor := base.Add(time.Duration(g.rng.IntN(30)) * time.Second)
+	for i := range out {
+		switch r := g.rng.IntN(40); {
+		case r == 0:
+			cursor = cursor.Add(time.Minute)
+		case r < 25:
+			cursor = cursor.Add(time.Duration(g.rng.IntN(4)) * time.Second)
+		}
+		ts := cursor
+		switch r := g.rng.IntN(10); {
+		case r < 2:
+			ts = cursor.Add(-time.Duration(g.rng.IntN(20_000)) * time.Millisecond)
+		case r == 2 && g.rng.IntN(3) == 0:
+			ts = cursor.Add(-time.Minute)
+		case r == 3:
+			ts = cursor.Add(time.Duration(g.rng.IntN(1000)) * time.Millisecond)
+		}
+		var v *string
+		if g.rng.IntN(10) != 0 {
+			v = ptr("v" + strconv.Itoa(i))
+		}
+		rec := g.rec(topic, g.pick("k1", "k2", "k3"), v)
+		rec.Timestamp = ts
+		out[i] = rec
+	}
+	return out
+}
+
+// EarlyInputs are the input of a windowed topology (WindowTopologies) as Inputs makes
+// it, but starting at the Unix epoch: records before the first time difference of
+// sliding windows, which Kafka Streams puts into the window [0, difference]
+// (KStreamSlidingWindowAggregate.processEarly). Timestamps that would be negative are
+// 0 (Kafka has no negative record timestamps): more records at the epoch itself.
+func EarlyInputs(topology string, seed uint64, n int) ([]Record, error) {
+	topic, ok := map[string]string{"W1": "win-in", "W2": "slide-in", "W3": "sess-in", "W4": "sess-in"}[topology]
+	if !ok {
+		return nil, fmt.Errorf("kstreams: %q is not a windowed topology (%s)", topology, strings.Join(WindowTopologies, ", "))
+	}
+	g := gen{rng: rand.New(rand.NewPCG(seed, 0x6b73747265616d73))}
+	recs := g.windowed(topic, n, time.Unix(0, 0).UTC())
+	for i := range recs {
+		if recs[i].Timestamp.Before(time.Unix(0, 0)) {
+			recs[i].Timestamp = time.Unix(0, 0).UTC()
+		}
+	}
+	return recs, nil
+}
+
+// timestampedChangelogs are the changelogs of timestamped window stores (the windowed
+// aggregations'). Kafka Streams' change-logging layer of such a store
+// (ChangeLoggingTimestampedWindowBytesStore) writes the plain value and puts the
+// aggregate's timestamp on the changelog record; eddy's stores log their bytes, 8 bytes of
+// timestamp then the value (the ValueAndTimestamp layout, as its key-value DSL stores
+// do). CompactChangelog moves eddy's timestamp to the record for the comparison.
+var timestampedChangelogs = map[string]bool{
+	ChangelogTopic("W1", "tumble-count"): true, ChangelogTopic("W1", "hop-agg"): true,
+	ChangelogTopic("W1", "tumble-reduce"): true,
+	ChangelogTopic("W2", "slide-count"):   true, ChangelogTopic("W2", "slide-agg"): true,
+}
+
+// CompactChangelog is what a changelog topic holds once compacted, the last record of
+// each key, in key order: the state a restore rebuilds. Changelogs are compared
+// compacted because the order of a commit's changelog records is free (Kafka Streams
+// logs each write as it happens, eddy each dirty key at the commit, in key order), and
+// so are the timestamps of all but a timestamped store's records (Kafka Streams' are the
+// input record's; eddy does not set them). eddy's records of a timestamped store
+// (fromEddy) have the timestamp moved out of the value onto the record, as Kafka Streams
+// writes them.
+func CompactChangelog(topic string, recs []Record, fromEddy bool) []Record {
+	last := map[string]Record{}
+	for _, r := range recs {
+		if timestampedChangelogs[topic] {
+			if fromEddy && len(r.Value) >= 8 {
+				r.Timestamp = time.UnixMilli(int64(binary.BigEndian.Uint64(r.Value))).UTC()
+				r.Value = r.Value[8:]
+			}
+		} else {
+			r.Timestamp = time.Time{}
+		}
+		last[string(r.Key)] = r
+	}
+	out := make([]Record, 0, len(last))
+	for _, k := range slices.Sorted(maps.Keys(last)) {
+		out = append(out, last[k])
+	}
+	return out
 }
 
 // t8 values are "ms:payload" with an event time in the hour after Base (one in ten

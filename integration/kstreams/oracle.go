@@ -151,7 +151,7 @@ type request struct {
 
 // Case is one request to the oracle.
 type Case struct {
-	Topology string   // "T1" … "T7"
+	Topology string   // "T1" … "T10", "W1" … "W4"
 	Input    []Record // piped in this order
 	// Config overrides StreamsConfig properties of the driver, e.g.
 	// {"statestore.cache.max.bytes": "0"} turns record caching off.
@@ -159,6 +159,11 @@ type Case struct {
 	// ShrinkBudget bounds the runs Compare spends shrinking an input that differs:
 	// 0 means 300, negative means no shrinking.
 	ShrinkBudget int
+	// RestartAt, when positive, restarts eddy's side (topologytest's Driver.Restart:
+	// stores restored from their changelogs) before input record RestartAt; Kafka
+	// Streams' side runs without a restart. A shrunk input restarts at the same index,
+	// or at its end if shorter.
+	RestartAt int
 }
 
 type response struct {

@@ -147,7 +147,7 @@ func TestOracleT2ByHand(t *testing.T) {
 // Every topology runs on generated input and writes something to each output topic, so
 // that no differential test can pass by comparing two empty outputs.
 func TestOracleEveryTopologyWrites(t *testing.T) {
-	for _, topo := range Topologies {
+	for _, topo := range slices.Concat(Topologies, WindowTopologies) {
 		input, err := Inputs(topo, 1, 200)
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +180,7 @@ func TestOracleRejectsUnknownTopologyAndGoesOn(t *testing.T) {
 }
 
 func TestInputsAreSeededAndVaried(t *testing.T) {
-	for _, topo := range Topologies {
+	for _, topo := range slices.Concat(Topologies, WindowTopologies) {
 		a, _ := Inputs(topo, 7, 300)
 		b, _ := Inputs(topo, 7, 300)
 		c, _ := Inputs(topo, 8, 300)

@@ -51,15 +51,34 @@ func printable(b []byte) bool {
 
 // RunTopologyTest pipes input, in order, into a fresh topologytest driver running topo
 // and returns what each of outputs received, in order: eddy's side of a differential test.
-func RunTopologyTest(topo *topology.Topology, input []Record, outputs []string) (map[string][]Record, error) {
-	d, err := topologytest.New(topo, topologytest.Config{})
+// The driver's application id is appID ("" for topologytest's default); give it the
+// oracle's ("oracle-<topology>") to compare changelog topics.
+func RunTopologyTest(topo *topology.Topology, appID string, input []Record, outputs []string) (map[string][]Record, error) {
+	return RunTopologyTestRestart(topo, appID, input, outputs, -1)
+}
+
+// RunTopologyTestRestart is RunTopologyTest with the driver restarted (Driver.Restart:
+// stores restored from their changelogs) before input record restartAt, if it is in
+// [0, len(input)].
+func RunTopologyTestRestart(topo *topology.Topology, appID string, input []Record, outputs []string, restartAt int) (map[string][]Record, error) {
+	d, err := topologytest.New(topo, topologytest.Config{ApplicationID: appID})
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
 	for i, r := range input {
+		if i == restartAt {
+			if err := d.Restart(); err != nil {
+				return nil, fmt.Errorf("restart before input record %d: %w", i, err)
+			}
+		}
 		if err := d.PipeRaw(r.Topic, r.Key, r.Value, nil, time.UnixMilli(r.Timestamp.UnixMilli())); err != nil {
 			return nil, fmt.Errorf("input record %d (%s): %w", i, r, err)
+		}
+	}
+	if restartAt == len(input) {
+		if err := d.Restart(); err != nil {
+			return nil, fmt.Errorf("restart after the input: %w", err)
 		}
 	}
 	out := make(map[string][]Record, len(outputs))

@@ -116,7 +116,8 @@ func TestWordcountProcessorAPIEqualsKafkaStreams(t *testing.T) {
 // counts carry the timestamp of the record counted, Kafka Streams' the largest so far.)
 func TestExampleWordcountsEqualKafkaStreamsOnASCII(t *testing.T) {
 	for name, build := range map[string]func(string, string) (*topology.Topology, error){
-		"dsl": dsl.TopologyFor, "processorapi": wordcount.TopologyFor,
+		"dsl":          func(in, out string) (*topology.Topology, error) { return dsl.TopologyFor(in, out) },
+		"processorapi": wordcount.TopologyFor,
 	} {
 		t.Run(name, func(t *testing.T) {
 			topo, err := build("wc-in", "wc-out")

@@ -126,6 +126,7 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 	}
 	for _, b := range s.buffers {
 		b.clear()
+		b.ended(true)
 	}
 	return nil
 }
@@ -134,6 +135,7 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 func (s *Set) Discard() {
 	for _, b := range s.buffers {
 		b.clear()
+		b.ended(false)
 	}
 }
 
@@ -166,6 +168,18 @@ type Buffer struct {
 	backend Backend
 	dirty   map[string]dirtyValue
 	sorted  []Entry // cache of sortedDirty, nil when stale
+	onEnd   []func(committed bool)
+}
+
+// OnCommitEnd registers fn to run when the open commit ends: after Flush with true,
+// after Discard with false. A layer that keeps state derived from the buffered writes
+// (a window store's observed stream time) keeps it or returns to its committed value.
+func (b *Buffer) OnCommitEnd(fn func(committed bool)) { b.onEnd = append(b.onEnd, fn) }
+
+func (b *Buffer) ended(committed bool) {
+	for _, fn := range b.onEnd {
+		fn(committed)
+	}
 }
 
 type dirtyValue struct {

@@ -132,6 +132,7 @@ func (t *Task) Committed() {
 		s.punctuators = append(s.punctuators, punctuatorState{p: p, next: p.next, cancelled: p.cancelled})
 	}
 	t.committedTime = s
+	t.times.Committed()
 }
 
 // Rollback returns stream time, the wall-clock time and the punctuation schedule to the
@@ -144,6 +145,7 @@ func (t *Task) Committed() {
 // updates of the aborted transaction, which the replay makes again.
 func (t *Task) Rollback() {
 	t.caches.Drop()
+	t.times.Rollback()
 	s := t.committedTime
 	t.streamTime, t.wallTime = s.streamTime, s.wallTime
 	clear(t.partitionTimes)

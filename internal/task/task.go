@@ -18,6 +18,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/partition"
+	"github.com/eddy-streams/eddy/internal/timestate"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/statestore"
 )
@@ -108,6 +109,8 @@ type Task struct {
 	roundRobin    map[string]int32
 	// caches are the record caches of the task's DSL tables, flushed by Flush.
 	caches *cache.Registry
+	// times is the time state of the task's windowed processors, rolled back with it.
+	times *timestate.Registry
 }
 
 // New instantiates the sub-topology's nodes and registers its stores. Call Init once the
@@ -128,10 +131,10 @@ func New(cfg Config) (*Task, error) {
 	default:
 		return nil, fmt.Errorf("task %s: unknown deserialization error policy %d", cfg.ID, cfg.OnDeserializationError)
 	}
-	caches := cache.NewRegistry()
-	ctx, cancel := context.WithCancel(cache.WithRegistry(context.Background(), caches))
+	caches, times := cache.NewRegistry(), &timestate.Registry{}
+	ctx, cancel := context.WithCancel(timestate.WithRegistry(cache.WithRegistry(context.Background(), caches), times))
 	t := &Task{
-		cfg: cfg, ctx: ctx, cancel: cancel, caches: caches,
+		cfg: cfg, ctx: ctx, cancel: cancel, caches: caches, times: times,
 		logger:         cfg.Logger.With("task", cfg.ID.String()),
 		nodes:          map[string]graph.Instance{},
 		sources:        map[string]graph.SourceInstance{},
@@ -413,6 +416,10 @@ func (t *Task) Flush() error {
 	}
 	return nil
 }
+
+// LateRecords is the number of records the task's windowed aggregations dropped as
+// late: the source of eddy_dropped_records_total{reason="late"}.
+func (t *Task) LateRecords() int64 { return t.times.LateCount() }
 
 // Caches is the task's record-cache registry (for tests and metrics).
 func (t *Task) Caches() *cache.Registry { return t.caches }

@@ -31,17 +31,30 @@ func TableGroupBy() (*topology.Topology, error) { return tableGroupBy() }
 // SplitMerge is T7; see splitMerge.
 func SplitMerge() (*topology.Topology, error) { return splitMerge() }
 
-// Build makes topology name ("T1" … "T7") with the given builder options: with
+// TimeWindows is W1; see timeWindows.
+func TimeWindows() (*topology.Topology, error) { return timeWindows() }
+
+// SlidingWindows is W2; see slidingWindows.
+func SlidingWindows() (*topology.Topology, error) { return slidingWindows() }
+
+// SessionWindows is W3; see sessionWindows.
+func SessionWindows() (*topology.Topology, error) { return sessionWindows() }
+
+// SessionsRetained is W4; see sessionsRetained.
+func SessionsRetained() (*topology.Topology, error) { return sessionsRetained() }
+
+// Build makes topology name ("T1" … "T10", "W1" … "W4") with the given builder options: with
 // stream.NoCaching() it is the topology as Kafka Streams runs it with
 // statestore.cache.max.bytes=0.
 func Build(name string, opts ...stream.BuilderOption) (*topology.Topology, error) {
 	builds := map[string]func(...stream.BuilderOption) (*topology.Topology, error){
 		"T1": wordCount, "T2": rekeyAgg, "T3": streamTable, "T4": tableTable,
 		"T5": fkJoin, "T6": tableGroupBy, "T7": splitMerge, "T8": timestamps, "T9": globalJoin, "T10": rekeyJoin,
+		"W1": timeWindows, "W2": slidingWindows, "W3": sessionWindows, "W4": sessionsRetained,
 	}
 	build, ok := builds[name]
 	if !ok {
-		return nil, fmt.Errorf("eddytopo: no topology %q: the names are T1 to T10", name)
+		return nil, fmt.Errorf("eddytopo: no topology %q: the names are T1 to T10 and W1 to W4", name)
 	}
 	return build(opts...)
 }

@@ -1,11 +1,13 @@
 package io.github.eddystreams.oracle;
 
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.Topology;
@@ -23,7 +25,13 @@ import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
+import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.ValueJoiner;
+import org.apache.kafka.streams.kstream.WindowedSerdes;
+import org.apache.kafka.streams.state.SessionStore;
+import org.apache.kafka.streams.state.WindowStore;
 
 /**
  * The topologies T1-T7 of eddy's differential tests, exactly as integration/kstreams/doc.go
@@ -53,8 +61,12 @@ final class Topologies {
       case "T8" -> t8();
       case "T9" -> t9();
       case "T10" -> t10();
+      case "W1" -> w1();
+      case "W2" -> w2();
+      case "W3" -> w3();
+      case "W4" -> w4();
       default -> throw new IllegalArgumentException(
-          "unknown topology \"" + name + "\": the oracle knows T1 to T10");
+          "unknown topology \"" + name + "\": the oracle knows T1 to T10 and W1 to W4");
     };
   }
 
@@ -228,5 +240,98 @@ final class Topologies {
         .join(users, (v, u) -> v + "@" + u, Joined.with(S, S, S))
         .to("r-joined", Produced.with(S, S));
     return new Built(b.build(), List.of("r-joined"));
+  }
+
+  /** A window store's Materialized with String keys. */
+  private static <V> Materialized<String, V, WindowStore<Bytes, byte[]>> windowStore(String name, Serde<V> values) {
+    return Materialized.<String, V, WindowStore<Bytes, byte[]>>as(name).withKeySerde(S).withValueSerde(values);
+  }
+
+  /** A session store's Materialized with String keys. */
+  private static <V> Materialized<String, V, SessionStore<Bytes, byte[]>> sessionStore(String name, Serde<V> values) {
+    return Materialized.<String, V, SessionStore<Bytes, byte[]>>as(name).withKeySerde(S).withValueSerde(values);
+  }
+
+  /** The changelog topic of a store of topology name, as the driver names it (application id oracle-name). */
+  static String changelog(String topology, String store) {
+    return "oracle-" + topology + "-" + store + "-changelog";
+  }
+
+  /**
+   * W1 time windows: tumbling count (10 s, grace 5 s), hopping aggregate (30 s every 10 s,
+   * grace 10 s), tumbling reduce (10 s, no grace) of the non-null values; windowed keys
+   * written with TimeWindowedSerde.
+   */
+  private static Built w1() {
+    StreamsBuilder b = new StreamsBuilder();
+    KStream<String, String> in = b.stream("win-in", Consumed.with(S, S));
+    KGroupedStream<String, String> g = in.groupByKey(Grouped.with(S, S));
+    g.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(5)))
+        .count(windowStore("tumble-count", L))
+        .toStream()
+        .to("tumble-count", Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), L));
+    g.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(30), Duration.ofSeconds(10)).advanceBy(Duration.ofSeconds(10)))
+        .aggregate(() -> "", (k, v, agg) -> agg + v + ";", windowStore("hop-agg", S))
+        .toStream()
+        .to("hop-agg", Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, 30_000), S));
+    in.filter((k, v) -> v != null)
+        .groupByKey(Grouped.with(S, S))
+        .windowedBy(TimeWindows.ofSizeWithNoGrace(Duration.ofSeconds(10)))
+        .reduce((a, c) -> a + "," + c, windowStore("tumble-reduce", S))
+        .toStream()
+        .to("tumble-reduce", Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), S));
+    return new Built(b.build(), List.of("tumble-count", "hop-agg", "tumble-reduce",
+        changelog("W1", "tumble-count"), changelog("W1", "hop-agg"), changelog("W1", "tumble-reduce")));
+  }
+
+  /** W2 sliding windows (10 s, grace 5 s): count and aggregate. */
+  private static Built w2() {
+    StreamsBuilder b = new StreamsBuilder();
+    KGroupedStream<String, String> g = b.stream("slide-in", Consumed.with(S, S)).groupByKey(Grouped.with(S, S));
+    var w = g.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(5)));
+    w.count(windowStore("slide-count", L))
+        .toStream()
+        .to("slide-count", Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), L));
+    w.aggregate(() -> "", (k, v, agg) -> agg + v + ";", windowStore("slide-agg", S))
+        .toStream()
+        .to("slide-agg", Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), S));
+    return new Built(b.build(), List.of("slide-count", "slide-agg",
+        changelog("W2", "slide-count"), changelog("W2", "slide-agg")));
+  }
+
+  /** W3 session windows (gap 5 s, grace 5 s): count and aggregate with a merger. */
+  private static Built w3() {
+    StreamsBuilder b = new StreamsBuilder();
+    KGroupedStream<String, String> g = b.stream("sess-in", Consumed.with(S, S)).groupByKey(Grouped.with(S, S));
+    var w = g.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofSeconds(5), Duration.ofSeconds(5)));
+    w.count(sessionStore("session-count", L))
+        .toStream()
+        .to("session-count", Produced.with(WindowedSerdes.sessionWindowedSerdeFrom(String.class), L));
+    w.aggregate(() -> "", (k, v, agg) -> agg + v + ";", (k, a, c) -> a + c, sessionStore("session-agg", S))
+        .toStream()
+        .to("session-agg", Produced.with(WindowedSerdes.sessionWindowedSerdeFrom(String.class), S));
+    return new Built(b.build(), List.of("session-count", "session-agg",
+        changelog("W3", "session-count"), changelog("W3", "session-agg")));
+  }
+
+  /**
+   * W4 session windows as W3 with stores kept 2 minutes (Materialized.withRetention), so
+   * that no session expires from the store before the processor's grace check drops its
+   * records: then Kafka Streams' record cache (which returns sessions from its read cache
+   * after they expired in the store) changes nothing, and the cached output compares.
+   */
+  private static Built w4() {
+    StreamsBuilder b = new StreamsBuilder();
+    KGroupedStream<String, String> g = b.stream("sess-in", Consumed.with(S, S)).groupByKey(Grouped.with(S, S));
+    var w = g.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofSeconds(5), Duration.ofSeconds(5)));
+    w.count(sessionStore("session-count-r", L).withRetention(Duration.ofMinutes(2)))
+        .toStream()
+        .to("session-count-r", Produced.with(WindowedSerdes.sessionWindowedSerdeFrom(String.class), L));
+    w.aggregate(() -> "", (k, v, agg) -> agg + v + ";", (k, a, c) -> a + c,
+            sessionStore("session-agg-r", S).withRetention(Duration.ofMinutes(2)))
+        .toStream()
+        .to("session-agg-r", Produced.with(WindowedSerdes.sessionWindowedSerdeFrom(String.class), S));
+    return new Built(b.build(), List.of("session-count-r", "session-agg-r",
+        changelog("W4", "session-count-r"), changelog("W4", "session-agg-r")));
   }
 }

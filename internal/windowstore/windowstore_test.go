@@ -1,0 +1,197 @@
+package windowstore_test
+
+import (
+	"bytes"
+	"fmt"
+	"github.com/eddy-streams/eddy/internal/kvstore"
+	"iter"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy/internal/windowkey"
+	"github.com/eddy-streams/eddy/internal/windowstore"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/window"
+)
+
+type change struct{ key, value []byte }
+
+type recorder struct{ changes []change }
+
+func (r *recorder) WriteChange(_ string, key, value []byte) error {
+	r.changes = append(r.changes, change{bytes.Clone(key), bytes.Clone(value)})
+	return nil
+}
+
+func ms(n int64) time.Time { return window.Millis(n) }
+
+func newSet(t *testing.T, be kvstore.Backend, name string) (*kvstore.Set, *kvstore.Buffer) {
+	t.Helper()
+	set := kvstore.NewSet(be)
+	buf, err := set.Register(name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, buf
+}
+
+// commit logs the set's changes and flushes it, as a task's commit does.
+func commit(t *testing.T, set *kvstore.Set) []change {
+	t.Helper()
+	var r recorder
+	if err := set.LogChanges(&r); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Flush(nil); err != nil {
+		t.Fatal(err)
+	}
+	return r.changes
+}
+
+// collect renders a sequence's windows; an error ends the list as "error: ...".
+func collect[K, V any](seq iter.Seq2[window.Windowed[K], V], errf func() error) []string {
+	var out []string
+	for w, v := range seq {
+		out = append(out, fmt.Sprintf("%v@%d-%d=%v", w.Key, w.Window.StartMs(), w.Window.EndMs(), v))
+	}
+	if err := errf(); err != nil {
+		out = append(out, "error: "+err.Error())
+	}
+	return out
+}
+
+func TestWindowStoreFetch(t *testing.T) {
+	set, buf := newSet(t, kvstore.NewMemoryBackend(), "w")
+	ws := windowstore.NewWindowStore(buf, "w-changelog", serde.String(), serde.String(), 10*time.Millisecond, time.Hour)
+	for _, p := range []struct {
+		k     string
+		v     string
+		start int64
+	}{{"a", "a0", 0}, {"a", "a20", 20}, {"a", "a10", 10}, {"b", "b10", 10}, {"a\x00\x00\x00\x00\x00\x00\x00\x0a", "x", 10}} {
+		if err := ws.Put(p.k, p.v, ms(p.start)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		got := collect(ws.FetchRange("a", ms(5), ms(20)))
+		if want := []string{"a@10-20=a10", "a@20-30=a20"}; !slices.Equal(got, want) {
+			t.Errorf("%s: FetchRange(a, 5, 20) = %q, want %q (a key with a's bytes as prefix excluded)", when, got, want)
+		}
+		got = collect(ws.BackwardFetchRange("a", ms(0), ms(100)))
+		if want := []string{"a@20-30=a20", "a@10-20=a10", "a@0-10=a0"}; !slices.Equal(got, want) {
+			t.Errorf("%s: BackwardFetchRange(a, 0, 100) = %q, want %q", when, got, want)
+		}
+		if v, ok, err := ws.Fetch("b", ms(10)); err != nil || !ok || v != "b10" {
+			t.Errorf("%s: Fetch(b, 10) = %q %v %v", when, v, ok, err)
+		}
+		if _, ok, err := ws.Fetch("b", ms(0)); err != nil || ok {
+			t.Errorf("%s: Fetch(b, 0) found a window never put (%v)", when, err)
+		}
+	}
+	check("buffered")
+	changes := commit(t, set)
+	check("flushed")
+	// The changelog keys are Kafka Streams' window store keys: key | start | seqnum 0.
+	want := windowkey.AppendWindowStore(nil, []byte("a"), 20, 0)
+	if !slices.ContainsFunc(changes, func(c change) bool { return bytes.Equal(c.key, want) && string(c.value) == "a20" }) {
+		t.Errorf("changelog %q lacks key % x = a20", changes, want)
+	}
+	if len(changes) != 5 {
+		t.Errorf("%d changelog records, want 5", len(changes))
+	}
+}
+
+// TestWindowStoreRetention: as Kafka Streams' InMemoryWindowStore, a window that starts
+// at or before observed - retention (observed: the latest start put) is neither stored
+// nor returned; the observed time survives a reopen (found in the data) and returns to
+// its committed value when a transaction aborts.
+func TestWindowStoreRetention(t *testing.T) {
+	be := kvstore.NewMemoryBackend()
+	set, buf := newSet(t, be, "w")
+	ws := windowstore.NewWindowStore(buf, "t", serde.String(), serde.String(), 10*time.Millisecond, 50*time.Millisecond)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ws.Put("k", "0", ms(0)))
+	must(ws.Put("k", "40", ms(40)))
+	commit(t, set)
+	if got := collect(ws.FetchRange("k", ms(0), ms(100))); len(got) != 2 {
+		t.Fatalf("before expiry: %q", got)
+	}
+	// An aborted transaction's put does not advance the store's time.
+	must(ws.Put("k", "60", ms(60)))
+	set.Discard()
+	if got := collect(ws.FetchRange("k", ms(0), ms(100))); len(got) != 2 {
+		t.Fatalf("after an aborted put at 60, the window at 0 expired: %q", got)
+	}
+	must(ws.Put("k", "50", ms(50))) // observed 50: the window at 0 is expired (0 <= 50-50)
+	if got, want := collect(ws.FetchRange("k", ms(0), ms(100))), []string{"k@40-50=40", "k@50-60=50"}; !slices.Equal(got, want) {
+		t.Fatalf("after put at 50: %q, want %q", got, want)
+	}
+	if _, ok, _ := ws.Fetch("k", ms(0)); ok {
+		t.Fatal("Fetch returns an expired window")
+	}
+	must(ws.Put("k", "late", ms(0))) // dropped
+	for _, c := range commit(t, set) {
+		if string(c.value) == "late" {
+			t.Fatalf("a put of an expired window reached the changelog: %q", c)
+		}
+	}
+	// Reopened over the same backend: the observed time is found in the data.
+	_, buf2 := newSet(t, be, "w")
+	ws2 := windowstore.NewWindowStore(buf2, "t", serde.String(), serde.String(), 10*time.Millisecond, 50*time.Millisecond)
+	if got, want := collect(ws2.FetchRange("k", ms(0), ms(100))), []string{"k@40-50=40", "k@50-60=50"}; !slices.Equal(got, want) {
+		t.Fatalf("reopened: %q, want %q", got, want)
+	}
+}
+
+func TestSessionStore(t *testing.T) {
+	be := kvstore.NewMemoryBackend()
+	set, buf := newSet(t, be, "s")
+	ss := windowstore.NewSessionStore(buf, "t", serde.String(), serde.Int64(), 100*time.Millisecond)
+	sess := func(k string, start, end int64) window.Windowed[string] {
+		return window.Windowed[string]{Key: k, Window: window.At(start, end)}
+	}
+	for i, s := range []window.Windowed[string]{sess("a", 10, 20), sess("a", 0, 5), sess("a", 30, 30), sess("b", 12, 18), sess("a", 25, 40)} {
+		if err := ss.Put(s, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Sessions of a that end at or after 15 and start at or before 30, by end then start.
+	got := collect(ss.FindSessions("a", ms(15), ms(30)))
+	if want := []string{"a@10-20=0", "a@30-30=2", "a@25-40=4"}; !slices.Equal(got, want) {
+		t.Fatalf("FindSessions(a, 15, 30) = %q, want %q", got, want)
+	}
+	got = collect(ss.BackwardFindSessions("a", ms(15), ms(29)))
+	if want := []string{"a@25-40=4", "a@10-20=0"}; !slices.Equal(got, want) {
+		t.Fatalf("BackwardFindSessions(a, 15, 29) = %q, want %q", got, want)
+	}
+	if err := ss.Remove(sess("a", 10, 20)); err != nil {
+		t.Fatal(err)
+	}
+	changes := commit(t, set)
+	removed := windowkey.AppendSession(nil, []byte("a"), 10, 20)
+	if !slices.ContainsFunc(changes, func(c change) bool { return bytes.Equal(c.key, removed) && c.value == nil }) {
+		t.Fatalf("changelog %q has no tombstone for key % x (a | end 20 | start 10)", changes, removed)
+	}
+	if v, ok, err := ss.Fetch("b", ms(12), ms(18)); err != nil || !ok || v != 3 {
+		t.Fatalf("Fetch(b, 12, 18) = %d %v %v", v, ok, err)
+	}
+	// Retention 100: a session ending at 140 expires those ending at or before 40.
+	if err := ss.Put(sess("c", 140, 140), 9); err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(ss.All()); !slices.Equal(got, []string{"c@140-140=9"}) {
+		t.Fatalf("after the session at 140: %q", got)
+	}
+	if err := ss.Put(sess("d", 0, 40), 1); err != nil { // expired: dropped
+		t.Fatal(err)
+	}
+	if changes := commit(t, set); len(changes) != 1 {
+		t.Fatalf("an expired session reached the changelog: %q", changes)
+	}
+}
