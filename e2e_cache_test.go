@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
@@ -177,4 +178,62 @@ func runDSLWordCount(t *testing.T, c *kafkatest.Cluster, lines []string, opts ..
 		outputs += len(seq)
 	}
 	return words, outputs, took
+}
+
+// The record caches' metrics: every count update of the word count is a hit (merged
+// into its word's pending update) or a miss, so hits + misses is the word count; with a
+// small byte budget some flushes are evictions; commits flush too.
+func TestRecordCacheMetrics(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		e := newWordCount(t, c, 2)
+		b := stream.NewBuilder(stream.CacheMaxBytes(1000))
+		lines := stream.From(b, serde.String(), serde.String(), []string{e.input})
+		words := stream.FlatMapValues(lines, func(_, line string) []string { return wordcount.Words(line) })
+		counts := stream.GroupBy(words, func(_, w string) string { return w }, serde.String(), serde.String()).Count(stream.Materialized("counts"))
+		stream.ToStream(counts).To(e.output, serde.String(), serde.Nullable(serde.Int64()))
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		cfg := e.config(t)
+		cfg.Metrics = reg
+		e.produce(t, 300)
+		in := start(t, topo, cfg)
+		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		if err := in.stop(); err != nil {
+			t.Fatal(err)
+		}
+		sums := map[string]float64{}
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if !strings.HasPrefix(f.GetName(), "eddy_record_cache_") {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "store" && l.GetValue() != "counts" {
+						t.Errorf("%s has store label %q", f.GetName(), l.GetValue())
+					}
+				}
+				sums[f.GetName()] += m.GetCounter().GetValue()
+			}
+		}
+		var nWords float64
+		for _, n := range e.want {
+			nWords += float64(n)
+		}
+		t.Logf("words %v, cache metrics %v", nWords, sums)
+		if got := sums["eddy_record_cache_hits_total"] + sums["eddy_record_cache_misses_total"]; got != nWords {
+			t.Errorf("hits + misses = %v, want one per word: %v", got, nWords)
+		}
+		for _, name := range []string{"eddy_record_cache_hits_total", "eddy_record_cache_evictions_total", "eddy_record_cache_flushes_total"} {
+			if sums[name] == 0 {
+				t.Errorf("%s is 0", name)
+			}
+		}
+	})
 }

@@ -57,7 +57,7 @@ func (t *taskRunner) writeOffsetsRecord(ctx context.Context) error {
 // engine's time state is committed and the kept input let go.
 func (t *taskRunner) postCommit() error {
 	flushBegan, dirty := time.Now(), t.set.Dirty()
-	if dirty == 0 && len(t.logged) == 0 {
+	if dirty == 0 && len(t.logged) == 0 && !t.hasSourceStores() {
 		t.committedWork() // nothing to write: no store file transaction, no fsync
 		return nil
 	}
@@ -71,6 +71,7 @@ func (t *taskRunner) postCommit() error {
 		}
 	}
 	t.logged = t.logged[:0]
+	t.sourceCheckpoints(checkpoints)
 	// A bbolt write holds a page buffer per page it rewrites (random keys rewrite most
 	// of a store) and is CPU-bound: many tasks flushing at once are no faster than a few,
 	// and hold all their buffers together (32 tasks: +100 MB).

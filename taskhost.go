@@ -45,6 +45,9 @@ type taskHost interface {
 	globalBackend() kvstore.Backend
 	// deleteRecords deletes the records of a partition below an offset.
 	deleteRecords(topic string, partition int32, below int64) error
+	// groupOffset returns the consumer group's committed offset of a partition
+	// (negative: none).
+	groupOffset(topic string, partition int32) (int64, error)
 }
 
 // taskSettings is what every task of a runtime is made with.
@@ -200,4 +203,15 @@ func (rt *runtime) restorer() restore.Restorer { return *rt.restoreProto }
 
 func (rt *runtime) deleteRecords(topic string, partition int32, below int64) error {
 	return rt.admin.DeleteRecords(topic, map[int32]int64{partition: below})
+}
+
+func (rt *runtime) groupOffset(topic string, partition int32) (int64, error) {
+	offs, err := rt.admin.ListConsumerGroupOffsets(rt.cfg.ApplicationID, map[string][]int32{topic: {partition}})
+	if err != nil {
+		return -1, err
+	}
+	if b := offs.GetBlock(topic, partition); b != nil {
+		return b.Offset, nil
+	}
+	return -1, nil
 }

@@ -92,13 +92,17 @@ func (t *taskRunner) prepare(ctx context.Context) error {
 // prepareOnce restores the stores unless they are current and reads the offsets
 // record. The producer is the worker's business (worker.prepare).
 func (t *taskRunner) prepareOnce(ctx context.Context) error {
+	// The offsets record first: a store restored from its source topic stops at the
+	// committed input offset.
+	if _, err := t.readOffsetsRecord(ctx); err != nil {
+		return err
+	}
 	if !t.storesCurrent {
 		if err := t.restore(ctx); err != nil {
 			return err
 		}
 	}
-	_, err := t.readOffsetsRecord(ctx)
-	return err
+	return nil
 }
 
 // readOffsetsRecord reads the task's offsets record back (exactly-once only) and
@@ -122,7 +126,7 @@ func (t *taskRunner) restore(ctx context.Context) error {
 	t.storesCurrent = false
 	for _, name := range t.set.Names() {
 		buf := t.set.Buffer(name)
-		if !buf.Logged() {
+		if !buf.Logged() && t.sourceStore(name) == nil {
 			continue
 		}
 		// Restores are CPU-bound (decoding, sorting, B+tree writes) and each holds a
@@ -146,7 +150,14 @@ func (t *taskRunner) restoreStore(ctx context.Context, buf *kvstore.Buffer, name
 	r := t.host.restorer()
 	r.Logger = t.logger
 	r.OnProgress = func(p restore.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
-	res, err := r.Restore(ctx, buf.Backend(), name, t.changelogs[name], t.id.Partition)
+	topic := t.changelogs[name]
+	if st := t.sourceStore(name); st != nil {
+		var err error
+		if topic, err = t.restoreFromSource(&r, st); err != nil {
+			return err
+		}
+	}
+	res, err := r.Restore(ctx, buf.Backend(), name, topic, t.id.Partition)
 	t.metrics.Restored(name, res.Records)
 	if err != nil {
 		return fmt.Errorf("task %s: %w", t.id, err)

@@ -39,6 +39,7 @@ func (w *worker) commit(ctx context.Context) error {
 		if err := t.eng.Flush(); err != nil {
 			return err
 		}
+		t.reportCaches()
 	}
 	parts := w.participants()
 	if len(parts) == 0 {

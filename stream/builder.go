@@ -140,8 +140,11 @@ func addStore[K, V any](b *Builder, name string, keys serde.Serde[K], values ser
 		if o.inMemory {
 			sn.InMemory()
 		}
-		if o.withoutChangelog {
+		switch {
+		case o.withoutChangelog:
 			sn.WithoutChangelog()
+		case o.sourceTopic != "" && !o.ownChangelog:
+			topology.ChangelogFromSource(sn, o.sourceTopic, sourceEntry(keys, values))
 		}
 		topology.QueryValuesAs(sn, valueOnlySerde(values))
 	}
@@ -167,7 +170,11 @@ type options struct {
 	inMemory         bool
 	withoutChangelog bool
 	withoutCaching   bool
+	ownChangelog     bool
 	retention        time.Duration // window stores (Retention)
+	// sourceTopic: the store is the table of this topic (TableFrom), which is then its
+	// changelog unless ownChangelog.
+	sourceTopic string
 }
 
 func collect(opts []Option) options {
@@ -192,6 +199,15 @@ func InMemory() Option { return func(o *options) { o.inMemory = true } }
 // WithoutCaching makes the operation's table behave as with Kafka Streams' record
 // caching off (Materialized.withCachingDisabled); see NoCaching.
 func WithoutCaching() Option { return func(o *options) { o.withoutCaching = true } }
+
+// WithOwnChangelog gives a table read from a topic (TableFrom) a changelog topic of its
+// own, <application>-<store>-changelog, instead of restoring its store from the topic
+// it reads (the default, Kafka Streams' topology.optimization=reuse.ktable.source.topics).
+// Use it when the topic is not compacted and its retention may delete records the
+// table still holds, or when records of the topic may fail to deserialize or be
+// dropped by a timestamp extractor (a restore from the topic takes every record, with
+// the timestamps Kafka has for them).
+func WithOwnChangelog() Option { return func(o *options) { o.ownChangelog = true } }
 
 // WithoutChangelog keeps the operation's store without a changelog topic (see
 // topology.StoreNode.WithoutChangelog).

@@ -50,7 +50,7 @@ func newTableForwarder[K, V any](ctx processor.Context[K, Change[V]], b *Builder
 		return f
 	}
 	f.cache = &recordCache[K, V]{f: f, reg: reg, entries: map[string]*list.Element{}}
-	reg.Register(store, f.cache, b.cacheMaxBytes)
+	f.cache.stats = reg.Register(store, f.cache, b.cacheMaxBytes)
 	return f
 }
 
@@ -77,6 +77,7 @@ type recordCache[K, V any] struct {
 	// dirty entry eviction takes (and with it every dirty entry).
 	order list.List
 	bytes int64
+	stats *cache.Stats
 }
 
 type cacheEntry[K, V any] struct {
@@ -108,12 +109,14 @@ func (c *recordCache[K, V]) put(rec processor.Record[K, Change[V]], had bool) er
 	}
 	var delta int64
 	if el, ok := c.entries[string(kb)]; ok {
+		c.stats.Hits++
 		e := el.Value.(*cacheEntry[K, V])
 		e.rec, e.md = rec, md
 		delta = size - e.size
 		e.size = size
 		c.order.MoveToBack(el)
 	} else {
+		c.stats.Misses++
 		e := &cacheEntry[K, V]{key: string(kb), rec: rec, old: rec.Value.Old, had: had, md: md, size: size}
 		c.entries[e.key] = c.order.PushBack(e)
 		delta = size

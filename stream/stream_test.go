@@ -655,3 +655,26 @@ func TestCachedResultsDropDeletionsOfAbsentKeys(t *testing.T) {
 		})
 	}
 }
+
+// A table read from a topic restores from the topic: its store writes no changelog
+// (Kafka Streams' reuse.ktable.source.topics); WithOwnChangelog and a table made from a
+// stream keep one.
+func TestSourceTableWritesNoChangelog(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		b := stream.NewBuilder()
+		var opts []stream.Option
+		if own {
+			opts = append(opts, stream.WithOwnChangelog())
+		}
+		users := stream.TableFrom(b, str, str, "users", append(opts, stream.Materialized("users"))...)
+		stream.ToStream(users).To("users-out", str, nstr)
+		h := run(t, b)
+		h.pipe("users", "u1", "Ann", 1)
+		h.pipe("users", "u1", "<nil>", 2)
+		n := len(h.d.Records(h.d.ChangelogTopic("users")))
+		if own && n != 2 || !own && n != 0 {
+			t.Errorf("WithOwnChangelog %v: %d changelog records", own, n)
+		}
+		h.want("users-out", false, "u1=Ann@1 u1=<nil>@2")
+	}
+}

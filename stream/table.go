@@ -131,6 +131,7 @@ func TableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Serde[V],
 // has for it, where Kafka Streams calls the extractor with a null value.
 func TableFromConsumed[K, V any](b *Builder, c Consumed[K, V], topic string, opts ...Option) Table[K, V] {
 	o := collect(opts)
+	o.sourceTopic = topic
 	source := b.name(o, "KSTREAM-SOURCE-")
 	n := topology.AddSource(b.tb, source, c.keys, serde.Nullable(c.values), topic)
 	configureSource(n, nullableExtractor(c.timestamps), c.reset)

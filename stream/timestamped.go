@@ -77,3 +77,26 @@ func putOrDelete[K, V any](kv tsWriter[K, V], key K, v *V, ts time.Time) error {
 	}
 	return kv.Put(key, Timestamped[V]{Value: *v, Timestamp: ts})
 }
+
+// sourceEntry makes a record of a table's source topic into the entry of the table's
+// store, as the table's source node writes it (for a restore from the topic): a null
+// key is dropped, a tombstone deletes, a value is kept with the record's timestamp in
+// the ValueAndTimestamp layout. A record that does not deserialize is reported.
+func sourceEntry[K, V any](keys serde.Serde[K], values serde.Serde[V]) func(key, value []byte, ts time.Time) ([]byte, []byte, bool, error) {
+	return func(key, value []byte, ts time.Time) ([]byte, []byte, bool, error) {
+		if key == nil {
+			return nil, nil, true, nil
+		}
+		if _, err := keys.Deserialize("", key); err != nil {
+			return nil, nil, false, fmt.Errorf("key: %w", err)
+		}
+		if value == nil {
+			return key, nil, false, nil
+		}
+		if _, err := values.Deserialize("", value); err != nil {
+			return nil, nil, false, fmt.Errorf("value: %w", err)
+		}
+		out := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(ts.UnixMilli()))
+		return key, append(out, value...), false, nil
+	}
+}

@@ -193,6 +193,15 @@ func (b *Builder) Build() (*Topology, error) {
 	}
 	g := &graph.Graph{Nodes: b.byName, Order: b.nodes, Stores: storeByName, StoreOrder: local, GlobalStores: b.globals, CopartitionGroups: b.copartition}
 	g.Subtopologies = split(b.nodes, b.byName, local)
+	// A store restored from its source topic must be in the sub-topology reading it: its
+	// checkpoint is that sub-topology's input offset.
+	for _, sub := range g.Subtopologies {
+		for _, st := range sub.Stores {
+			if st.SourceTopic != "" && !slices.Contains(sub.SourceTopics, st.SourceTopic) {
+				return nil, fmt.Errorf("%w: store %q: its changelog is topic %q, which no source of its sub-topology reads", ErrInvalid, st.Name, st.SourceTopic)
+			}
+		}
+	}
 	b.built = true
 	return &Topology{handle: graph.NewHandle(g)}, nil
 }

@@ -360,6 +360,21 @@ func parseText[K any](text string) (K, error) {
 	return k, nil
 }
 
+// ChangelogFromSource makes topic, which the store's source node reads, the store's
+// changelog (Kafka Streams' reuse.ktable.source.topics): the store writes no changelog
+// topic of its own, and is restored from topic, each record made into the store's entry
+// by entry (a nil value deletes the key; skip drops the record), up to the task's
+// committed input offset. Its checkpoint is the offset of topic it reflects. Use it
+// only for a store that holds exactly what the topic says per key, as a table read
+// from the topic does; stream.TableFrom does it.
+func ChangelogFromSource(s *StoreNode, topic string, entry func(key, value []byte, ts time.Time) (k, v []byte, skip bool, err error)) {
+	s.store.Logged = false
+	s.store.SourceTopic = topic
+	s.store.FromSource = func(rec graph.RawRecord) ([]byte, []byte, bool, error) {
+		return entry(rec.Key, rec.Value, rec.Timestamp)
+	}
+}
+
 // QueryValuesAs makes interactive queries of the store (eddy.Query, the HTTP handler)
 // read its values with values instead of the store's serde: a layer above the
 // processor API (the stream DSL) keeps values with a timestamp and shows queries the

@@ -41,7 +41,10 @@ func (t *Topology) Describe() string {
 		}
 		for _, st := range s.Stores {
 			logged := "changelog: " + st.Name + "-changelog"
-			if !st.Logged {
+			switch {
+			case st.SourceTopic != "":
+				logged = "changelog: its source topic " + st.SourceTopic
+			case !st.Logged:
 				logged = "no changelog"
 			}
 			kind := "bbolt"
@@ -51,6 +54,13 @@ func (t *Topology) Describe() string {
 			fmt.Fprintf(&sb, "    Store: %s (processors: [%s], %s, %s)\n", st.Name, strings.Join(st.Processors, ", "), logged, kind)
 			fmt.Fprintf(&sb, "      keys %s, values %s, serdes (%s, %s)\n", typeName(st.KeyType), typeName(st.ValueType), st.KeySerde, st.ValueSerde)
 		}
+	}
+	// Kafka Streams lists each global store as a sub-topology "for global store (will
+	// not generate tasks)"; eddy's have no nodes, so one line each.
+	for _, gs := range t.g().GlobalStores {
+		st := gs.Store
+		fmt.Fprintf(&sb, "\n   Global store: %s (topic: %s, read by every instance; no tasks, no changelog but its topic)\n", st.Name, gs.Topic)
+		fmt.Fprintf(&sb, "      keys %s, values %s, serdes (%s, %s)\n", typeName(st.KeyType), typeName(st.ValueType), st.KeySerde, st.ValueSerde)
 	}
 	return sb.String()
 }

@@ -108,3 +108,18 @@ func TestGlobalStoreTopicReadTwiceRefused(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Describe lists global stores.
+func TestDescribeShowsGlobalStores(t *testing.T) {
+	b := topology.NewBuilder()
+	topology.AddGlobalStore(b, "rates", "rates-topic", serde.String(), serde.String())
+	topology.AddSource(b, "in", serde.String(), serde.String(), "in")
+	topology.AddSink(b, "out", "out", serde.String(), serde.String(), "in")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := topo.Describe(); !strings.Contains(d, "Global store: rates (topic: rates-topic") {
+		t.Errorf("Describe() lacks the global store:\n%s", d)
+	}
+}

@@ -38,7 +38,8 @@ type Named interface {
 type Registry struct {
 	caches []Named
 	names  []string
-	bytes  int64 // the sum of the caches' Bytes, kept up to date by Grew
+	stats  []*Stats // per cache, since the last TakeStats
+	bytes  int64    // the sum of the caches' Bytes, kept up to date by Grew
 	max    int64
 	set    bool
 	// evictions counts the flushes forced by the budget (for tests and metrics).
@@ -74,12 +75,49 @@ func NewRegistry() *Registry { return &Registry{max: DefaultMaxBytes} }
 // were registered: the order the task initialises its processors, parents first, as
 // Kafka Streams flushes its stores in the order the topology registered them, so an
 // upstream table's flush reaches a downstream table's cache before that one flushes.
-func (r *Registry) Register(name string, c Named, maxBytes int64) {
+//
+// It returns the cache's counters: the cache counts its hits and misses there.
+func (r *Registry) Register(name string, c Named, maxBytes int64) *Stats {
 	if !r.set {
 		r.max, r.set = maxBytes, true
 	}
 	r.caches = append(r.caches, c)
 	r.names = append(r.names, name)
+	st := &Stats{}
+	r.stats = append(r.stats, st)
+	return st
+}
+
+// Stats counts what one table's cache did.
+type Stats struct {
+	// Hits are updates of a key the cache held: merged into its pending update, one
+	// forward saved. Misses are updates of a key it did not hold.
+	Hits, Misses int64
+	// Evictions are flushes the byte budget forced; Flushes those of commits (of a
+	// cache holding entries).
+	Evictions, Flushes int64
+}
+
+// TakeStats calls fn with each cache's counters since the last call, and zeroes them.
+func (r *Registry) TakeStats(fn func(store string, s Stats)) {
+	if r == nil {
+		return
+	}
+	for i, st := range r.stats {
+		if *st != (Stats{}) {
+			fn(r.names[i], *st)
+			*st = Stats{}
+		}
+	}
+}
+
+func (r *Registry) statsOf(c Named) *Stats {
+	for i, x := range r.caches {
+		if x == c {
+			return r.stats[i]
+		}
+	}
+	return &Stats{}
 }
 
 // Shrank records that a cache gave up delta bytes (its Flush does, as it empties).
@@ -95,6 +133,7 @@ func (r *Registry) Grew(c Named, delta int64) error {
 		return nil
 	}
 	r.evictions++
+	r.statsOf(c).Evictions++
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("evict the record cache of %s: %w", r.nameOf(c), err)
 	}
@@ -129,6 +168,7 @@ func (r *Registry) Flush() error {
 				return fmt.Errorf("record cache of %s: still updated after 100 flushes in one commit: do the table's forwards feed back into it?", r.names[i])
 			}
 			dirty = true
+			r.stats[i].Flushes++
 			if err := c.Flush(); err != nil {
 				return fmt.Errorf("flush the record cache of %s: %w", r.names[i], err)
 			}

@@ -98,6 +98,13 @@ type Store struct {
 	// serve interactive queries over HTTP.
 	KeyFromText func(text, topic string) ([]byte, error)
 	ValueToJSON func(value []byte, topic string) (any, error)
+	// SourceTopic, when set, is the user topic the store is the table of (a table read
+	// from a topic): the topic is the store's changelog (Kafka Streams'
+	// reuse.ktable.source.topics). The store writes no changelog; it is restored from
+	// the topic with FromSource, up to the committed offset of the task's input, and
+	// its checkpoint is the offset of the topic it reflects.
+	SourceTopic string
+	FromSource  func(rec RawRecord) (key, value []byte, skip bool, err error)
 	// Global: a global store (see GlobalStore), kept in full by every instance and read
 	// by every task; not part of any sub-topology.
 	Global bool

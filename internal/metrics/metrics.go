@@ -14,21 +14,22 @@ import (
 
 // Metrics are the collectors of one application instance.
 type Metrics struct {
-	recordsProcessed *prometheus.CounterVec
-	processLatency   *prometheus.HistogramVec
-	commits          *prometheus.CounterVec
-	commitLatency    *prometheus.HistogramVec
-	aborts           *prometheus.CounterVec
-	fenced           *prometheus.CounterVec
-	restoreRemaining *prometheus.GaugeVec
-	restoreRate      *prometheus.GaugeVec
-	restored         *prometheus.CounterVec
-	rebalances       prometheus.Counter
-	flushKeys        *prometheus.HistogramVec
-	flushLatency     *prometheus.HistogramVec
-	badRecords       *prometheus.CounterVec
-	recreated        *prometheus.CounterVec
-	dropped          *prometheus.CounterVec
+	recordsProcessed                                     *prometheus.CounterVec
+	processLatency                                       *prometheus.HistogramVec
+	commits                                              *prometheus.CounterVec
+	commitLatency                                        *prometheus.HistogramVec
+	aborts                                               *prometheus.CounterVec
+	fenced                                               *prometheus.CounterVec
+	restoreRemaining                                     *prometheus.GaugeVec
+	restoreRate                                          *prometheus.GaugeVec
+	restored                                             *prometheus.CounterVec
+	rebalances                                           prometheus.Counter
+	flushKeys                                            *prometheus.HistogramVec
+	flushLatency                                         *prometheus.HistogramVec
+	badRecords                                           *prometheus.CounterVec
+	recreated                                            *prometheus.CounterVec
+	dropped                                              *prometheus.CounterVec
+	cacheHits, cacheMisses, cacheEvictions, cacheFlushes *prometheus.CounterVec
 }
 
 // Snapshot is what the runtime reports on each scrape: states and levels it keeps
@@ -111,11 +112,23 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_dropped_records_total", Help: "Records dropped by a task's processors, by reason: late (after a window's grace period). Counted at commit; a replayed transaction's drops count again.",
 		}, []string{"task", "reason"}),
+		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_record_cache_hits_total", Help: "Table updates merged into the pending update of their key in the record cache (one forward saved), per task and store.",
+		}, []string{"task", "store"}),
+		cacheMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_record_cache_misses_total", Help: "Table updates of a key the record cache did not hold, per task and store.",
+		}, []string{"task", "store"}),
+		cacheEvictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_record_cache_evictions_total", Help: "Record cache flushes forced by the task's cache byte budget, per task and store.",
+		}, []string{"task", "store"}),
+		cacheFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_record_cache_flushes_total", Help: "Record cache flushes at commits (of a cache holding entries), per task and store.",
+		}, []string{"task", "store"}),
 		recreated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_store_files_recreated_total", Help: "Task store files found damaged (or untrustworthy after a machine crash), moved aside and rebuilt from the changelogs.",
 		}, []string{"task"}),
 	}
-	collectors := []prometheus.Collector{m.recreated, m.dropped,
+	collectors := []prometheus.Collector{m.recreated, m.dropped, m.cacheHits, m.cacheMisses, m.cacheEvictions, m.cacheFlushes,
 		m.recordsProcessed, m.processLatency, m.commits, m.commitLatency, m.aborts, m.fenced,
 		m.restoreRemaining, m.restoreRate, m.restored, m.rebalances, m.flushKeys, m.flushLatency, m.badRecords,
 		&snapshotCollector{snapshot: snapshot},
@@ -282,5 +295,20 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, b := range s.BufferKeys {
 		ch <- prometheus.MustNewConstMetric(bufferDesc, prometheus.GaugeValue, b.Value, b.Task, b.Store)
+	}
+}
+
+// CacheStats adds what a table's record cache did since the last call.
+func (t *Task) CacheStats(store string, hits, misses, evictions, flushes int64) {
+	if t == nil {
+		return
+	}
+	for _, c := range []struct {
+		v *prometheus.CounterVec
+		n int64
+	}{{t.m.cacheHits, hits}, {t.m.cacheMisses, misses}, {t.m.cacheEvictions, evictions}, {t.m.cacheFlushes, flushes}} {
+		if c.n > 0 {
+			c.v.WithLabelValues(t.task, store).Add(float64(c.n))
+		}
 	}
 }

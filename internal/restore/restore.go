@@ -57,6 +57,16 @@ type Restorer struct {
 	// dir above FromEmpty.MaxBytes, and loads the store in key order at the end
 	// (kvstore.BulkRestorer). Zero values are kvstore's defaults.
 	FromEmpty kvstore.BulkRestorerOptions
+	// Until, when HasUntil, ends the restore at that offset instead of the changelog's
+	// end: a store whose changelog is its task's source topic is restored up to the
+	// task's committed input offset, and the task processes the rest. A checkpoint above
+	// it (an at-least-once task whose offset commit was lost) leaves the store as it is.
+	Until    int64
+	HasUntil bool
+	// Convert, when set, makes each record into the store's entry (a source topic's
+	// records are not in the store's layout); skip drops the record, as does an error
+	// (a record the task could not read either).
+	Convert func(rec kread.Record) (key, value []byte, skip bool, err error)
 	// NoBulk restores from empty like a tail, in batched random-order writes that keep
 	// their progress when interrupted, at about a third of the speed (BENCHMARKS.md).
 	NoBulk bool
@@ -223,6 +233,14 @@ func (run *restoreRun) plan(ctx context.Context) error {
 	if err != nil {
 		return run.fail("read checkpoint", err)
 	}
+	if run.r.HasUntil && run.r.Until < end {
+		end = run.r.Until
+		if ok && cp > end && cp >= logStart {
+			run.logger.Warn("store is ahead of the committed input offset; keeping it", "checkpoint", cp, "committed", end)
+			run.from, run.end = cp, cp
+			return nil
+		}
+	}
 	decision := decideStart(cp, ok, logStart, end)
 	if decision == awaitMarkers {
 		if end, err = run.r.awaitMarkers(ctx, run.logger, run.topic, run.partition, cp, end); err != nil {
@@ -310,9 +328,17 @@ func (run *restoreRun) read(ctx context.Context) error {
 
 // apply hands a fetched batch to the store, with the checkpoint after it.
 func (run *restoreRun) apply(batch []kread.Record, next int64) error {
-	entries := make([]kvstore.Entry, len(batch))
-	for i, rec := range batch {
-		entries[i] = kvstore.Entry{Key: rec.Key, Value: rec.Value}
+	entries := make([]kvstore.Entry, 0, len(batch))
+	for _, rec := range batch {
+		if run.r.Convert == nil {
+			entries = append(entries, kvstore.Entry{Key: rec.Key, Value: rec.Value})
+			continue
+		}
+		k, v, skip, err := run.r.Convert(rec)
+		if err != nil || skip {
+			continue
+		}
+		entries = append(entries, kvstore.Entry{Key: k, Value: v})
 	}
 	var err error
 	if run.bulk != nil {
@@ -360,6 +386,9 @@ func (run *restoreRun) startOver() (int64, error) {
 	logStart, end, err := kread.EndOffsets(run.r.Client, run.topic, run.partition)
 	if err != nil {
 		return 0, run.fail("", err)
+	}
+	if run.r.HasUntil && run.r.Until < end {
+		end = run.r.Until
 	}
 	run.res.Wiped, run.res.To, run.end = true, end, end
 	return logStart, run.startBulk()

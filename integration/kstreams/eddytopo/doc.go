@@ -1,4 +1,4 @@
-// Package eddytopo holds the eddy DSL versions of the differential topologies (T1–T7
+// Package eddytopo holds the eddy DSL versions of the differential topologies (T1–T10
 // of the Kafka Streams comparison): each constructor builds on the given topics what
 // the Kafka Streams harness builds with the same operators, so the two can be fed the
 // same input and their output topics compared record by record.
