@@ -221,6 +221,16 @@ func (g *globalState) catchUpPartition(ctx context.Context, client sarama.Client
 	if from >= end {
 		return nil
 	}
+	last, err := g.readPartition(ctx, client, gs, p, from, end)
+	next[p] = last
+	return err
+}
+
+// readPartition applies partition p of a global store's topic from offset from up to
+// end (its last stable offset), in writes of up to 4096 entries, each with the
+// checkpoint it reaches; it returns the offset the store reflects.
+func (g *globalState) readPartition(ctx context.Context, client sarama.Client, gs *graph.GlobalStore, p int32, from, end int64) (int64, error) {
+	ckName := names.GlobalCheckpoint(gs.Store.Name, p)
 	var batch []kvstore.Entry
 	last := from
 	flush := func() error {
@@ -231,7 +241,7 @@ func (g *globalState) catchUpPartition(ctx context.Context, client sarama.Client
 		batch = batch[:0]
 		return err
 	}
-	err = kread.ReadRange(ctx, client, gs.Topic, p, from, end, func(r kread.Record) error {
+	err := kread.ReadRange(ctx, client, gs.Topic, p, from, end, func(r kread.Record) error {
 		rec := graph.RawRecord{Topic: gs.Topic, Partition: p, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
 		k, v, skip, err := gs.Entry(rec)
 		if err != nil {
@@ -254,8 +264,7 @@ func (g *globalState) catchUpPartition(ctx context.Context, client sarama.Client
 	if ferr := flush(); ferr != nil && err == nil {
 		err = ferr
 	}
-	next[p] = last
-	return err
+	return last, err
 }
 
 // catchUpAll reads every partition of one store from the start, after a wipe.
