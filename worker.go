@@ -203,9 +203,6 @@ func (w *worker) loop(ctx context.Context) error {
 				return err
 			}
 		}
-		for _, t := range w.tasks {
-			t.recordBufferKeys()
-		}
 		if more && ctx.Err() == nil {
 			continue
 		}

@@ -41,6 +41,12 @@ func (w *worker) commit(ctx context.Context) error {
 		}
 		t.reportCaches()
 	}
+	for _, t := range w.tasks {
+		// The write buffers' fill at its peak, just before the commit empties them
+		// (once per commit: publishing it at every turn of the loop cost a map per
+		// task per turn).
+		t.recordBufferKeys()
+	}
 	parts := w.participants()
 	if len(parts) == 0 {
 		w.lastCommit = time.Now()
