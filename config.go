@@ -114,7 +114,9 @@ type Config struct {
 	// Workers is the number of workers of an instance: each runs a share of the
 	// instance's tasks on one goroutine with one producer, and commits them in one
 	// transaction (Kafka Streams' exactly_once_v2 and num.stream.threads). Default:
-	// GOMAXPROCS. Ignored with ProducerPerTask.
+	// GOMAXPROCS. A worker processes nothing while its commit's round trips run, so
+	// with few tasks and slow commits more workers than cores can pay (BENCHMARKS.md,
+	// "After: a producer per worker"). Ignored with ProducerPerTask.
 	Workers int
 	// ProducerPerTask gives every task its own goroutine and its own transactional
 	// producer, as eddy did before workers (and Kafka Streams' exactly_once "v1"): a
