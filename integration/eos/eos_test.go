@@ -172,6 +172,9 @@ func ownBroker(t *testing.T, ctx context.Context) (eos.ScriptBroker, string) {
 	ports := freePorts(t, 2)
 	b := eos.ScriptBroker{Script: script, Env: []string{
 		"EDDY_KAFKA_HOME=" + home,
+		// test.sh runs the shared broker in secured mode; this one needs no secured
+		// listeners (their ports, base+2 and base+3, were never checked free).
+		"EDDY_KAFKA_SECURE=0",
 		fmt.Sprintf("EDDY_KAFKA_PORT=%d", ports[0]),
 		fmt.Sprintf("EDDY_KAFKA_CONTROLLER_PORT=%d", ports[1]),
 	}}
@@ -486,6 +489,8 @@ func ownCluster(t *testing.T, ctx context.Context) (eos.ScriptCluster, []string)
 	base := freePortRange(t, 6) // brokers base..base+2, controllers base+3..base+5
 	cl := eos.ScriptCluster{Script: script, Env: []string{
 		"EDDY_KAFKA_HOME=" + home,
+		// The secured mode is for the single broker only (and test.sh turns it on).
+		"EDDY_KAFKA_SECURE=0",
 		fmt.Sprintf("EDDY_KAFKA_PORT=%d", base),
 		fmt.Sprintf("EDDY_KAFKA_CONTROLLER_PORT=%d", base+3),
 	}}
