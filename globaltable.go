@@ -38,7 +38,10 @@ const globalPoll = 100 * time.Millisecond
 // write); a task sees each update as soon as it is written, as Kafka Streams' tasks see
 // the global thread's.
 type globalState struct {
-	rt      *runtime
+	// client reads the global topics (the runtime's changelog client, set when the
+	// stores start); fail stops the application.
+	client  sarama.Client
+	fail    func(error)
 	stores  []*graph.GlobalStore
 	backend kvstore.Backend
 	logger  *slog.Logger
@@ -65,7 +68,7 @@ func (rt *runtime) openGlobal() error {
 	if rep.Recreated {
 		rt.logger.Warn("global store file not usable; starting empty, reading the global topics from their start", "reason", rep.Reason, "moved_to", rep.MovedTo)
 	}
-	rt.global = &globalState{rt: rt, stores: rt.g.GlobalStores, backend: b, logger: rt.logger.With("global", true), next: map[string]map[int32]int64{}}
+	rt.global = &globalState{fail: rt.fail, stores: rt.g.GlobalStores, backend: b, logger: rt.logger.With("global", true), next: map[string]map[int32]int64{}}
 	return nil
 }
 
@@ -85,6 +88,7 @@ func (rt *runtime) startGlobal(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
+	g.client = rt.restoreC
 	if err := g.catchUp(ctx); err != nil {
 		return fmt.Errorf("eddy: bootstrap the global stores: %w", err)
 	}
@@ -131,7 +135,7 @@ func (g *globalState) run(ctx context.Context) {
 		if err != nil {
 			var bad *globalRecordError
 			if errors.As(err, &bad) {
-				g.rt.fail(fmt.Errorf("eddy: global stores: %w", err))
+				g.fail(fmt.Errorf("eddy: global stores: %w", err))
 				return
 			}
 			delay = retry.Next()
@@ -162,7 +166,7 @@ func (e *globalRecordError) Unwrap() error { return e.err }
 // catchUp reads every partition of every global topic from the store's checkpoint to
 // the partition's last stable offset.
 func (g *globalState) catchUp(ctx context.Context) error {
-	client := g.rt.restoreC
+	client := g.client
 	for _, gs := range g.stores {
 		parts, err := client.Partitions(gs.Topic)
 		if err != nil {
