@@ -1,0 +1,326 @@
+package kvstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// checkBoltFile runs bbolt's own consistency check and eddy's pread verifier on the
+// backend's file.
+func checkBoltFile(t *testing.T, be Backend, what string) {
+	t.Helper()
+	b := be.(*boltBackend)
+	err := b.db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: bbolt check: %v", what, err)
+	}
+	if _, err := verifyBoltFile(b.path); err != nil {
+		t.Fatalf("%s: verifier: %v", what, err)
+	}
+}
+
+// otherStores fills the file with what a file build must copy: another store with
+// small and page-sized values and a sequence, a store with nested buckets, and
+// checkpoints and empty keys of other stores.
+func otherStores(t *testing.T, be Backend) func(t *testing.T, be Backend, what string) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	other := map[string]string{"": "empty-key-value"}
+	var es []Entry
+	for i := range 700 {
+		v := bytes.Repeat([]byte{byte('a' + i%26)}, rng.IntN(120))
+		if i%97 == 0 {
+			v = bytes.Repeat([]byte{'L'}, 5000+rng.IntN(9000)) // overflow pages
+		}
+		k := fmt.Sprintf("o%05d", i)
+		other[k] = string(v)
+		es = append(es, Entry{Key: []byte(k), Value: v})
+	}
+	es = append(es, Entry{Key: []byte{}, Value: []byte(other[""])})
+	SortEntries(es)
+	if err := be.Write(Batch{Writes: map[string][]Entry{"other": es}, Checkpoints: map[string]int64{"other": 42, "z-empty": 3}}); err != nil {
+		t.Fatal(err)
+	}
+	err := be.(*boltBackend).db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket([]byte("other"))
+		if err := bk.SetSequence(99); err != nil {
+			return err
+		}
+		nest, err := tx.CreateBucket([]byte("nested"))
+		if err != nil {
+			return err
+		}
+		for s := range 3 {
+			seg, err := nest.CreateBucket([]byte("seg" + strconv.Itoa(s)))
+			if err != nil {
+				return err
+			}
+			for i := range 300 * s {
+				if err := seg.Put(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "v%d-%d", s, i)); err != nil {
+					return err
+				}
+			}
+		}
+		return nest.Put([]byte("plain"), []byte{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(t *testing.T, be Backend, what string) {
+		t.Helper()
+		got, cp, ok := dump(t, be, "other")
+		if !ok || cp != 42 {
+			t.Fatalf("%s: other store's checkpoint %d %v, want 42", what, cp, ok)
+		}
+		sameMap(t, what+": other store", got, other)
+		if cp, ok, err := be.Checkpoint("z-empty"); err != nil || !ok || cp != 3 {
+			t.Fatalf("%s: z-empty's checkpoint %d %v %v, want 3", what, cp, ok, err)
+		}
+		err := be.(*boltBackend).db.View(func(tx *bolt.Tx) error {
+			if s := tx.Bucket([]byte("other")).Sequence(); s != 99 {
+				return fmt.Errorf("other's sequence %d, want 99", s)
+			}
+			nest := tx.Bucket([]byte("nested"))
+			if nest == nil {
+				return errors.New("nested bucket gone")
+			}
+			if v := nest.Get([]byte("plain")); v == nil || len(v) != 0 {
+				return fmt.Errorf("nested/plain = %q, want an empty value", v)
+			}
+			for s := range 3 {
+				seg := nest.Bucket([]byte("seg" + strconv.Itoa(s)))
+				if seg == nil {
+					return fmt.Errorf("seg%d gone", s)
+				}
+				if got := seg.Stats().KeyN; got != 300*s {
+					return fmt.Errorf("seg%d has %d keys, want %d", s, got, 300*s)
+				}
+				if s > 0 && string(seg.Get([]byte("k0001"))) != fmt.Sprintf("v%d-1", s) {
+					return fmt.Errorf("seg%d/k0001 = %q", s, seg.Get([]byte("k0001")))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// fileID is path's file, to tell with os.SameFile whether a file build renamed a new
+// one over it.
+func fileID(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi
+}
+
+// TestFileBuildMatchesPlainReplay: a store restored from empty by a new file (keys of
+// every size, large values, duplicates, tombstones, the empty key, spilled runs) equals
+// a plain replay of its changelog, has its checkpoint, leaves the file's other buckets
+// as they were, passes bbolt's check, takes writes afterwards and reopens.
+func TestFileBuildMatchesPlainReplay(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	ctx := context.Background()
+	for round := range 12 {
+		n := 1 + rng.IntN(3000)
+		records := randomChangelog(rng, n, 1+rng.IntN(1500))
+		switch round % 3 {
+		case 1: // long keys: few per page, a deep tree, branch pages with overflow
+			for i := range records {
+				records[i].Key = append(bytes.Repeat([]byte{'K'}, rng.IntN(6000)), records[i].Key...)
+			}
+		case 2: // values larger than a page
+			for i := range records {
+				if records[i].Value != nil && rng.IntN(10) == 0 {
+					records[i].Value = bytes.Repeat([]byte{'V'}, 4000+rng.IntN(20000))
+				}
+			}
+		}
+		replayed := plainReplay(t, records)
+		for _, maxBytes := range []int{1 << 30, 1 + rng.IntN(3000)} {
+			want := maps.Clone(replayed)
+			name := fmt.Sprintf("round %d, %d records, %d keys, budget %d", round, n, len(want), maxBytes)
+			dir := t.TempDir()
+			be, _ := openTestBolt(t, dir, BoltOptions{})
+			checkOthers := otherStores(t, be)
+			before := fileID(t, filepath.Join(dir, BoltFileName))
+			br, err := NewBulkRestorer(be, "s", BulkRestorerOptions{MaxBytes: maxBytes, Load: LoadNewFile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			feed(t, rng, records, 0, true, br.Add)
+			if maxBytes < 1<<30 && br.Runs() == 0 && len(want) > 50 {
+				t.Fatalf("%s: no run spilled (%d bytes gathered, %d records)", name, br.bytes, len(br.gathered))
+			}
+			if err := br.Finish(ctx); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if os.SameFile(before, fileID(t, filepath.Join(dir, BoltFileName))) {
+				t.Fatalf("%s: the file was not rebuilt", name)
+			}
+			sameMap(t, name, dumpOK(t, be, n), want)
+			checkOthers(t, be, name)
+			checkBoltFile(t, be, name)
+			// bbolt goes on writing the built file: overwrite, delete and add keys.
+			var es []Entry
+			for k := range want {
+				if rng.IntN(3) == 0 {
+					e := Entry{Key: []byte(k)}
+					if rng.IntN(2) == 0 {
+						e.Value = []byte("new")
+						want[k] = "new"
+					} else {
+						delete(want, k)
+					}
+					es = append(es, e)
+				}
+			}
+			for i := range 200 {
+				k := fmt.Sprintf("added-%d", i)
+				es, want[k] = append(es, Entry{Key: []byte(k), Value: []byte(k)}), k
+			}
+			SortEntries(es)
+			if err := be.Write(Batch{Writes: map[string][]Entry{"s": es}, Checkpoints: map[string]int64{"s": int64(n + 1)}}); err != nil {
+				t.Fatalf("%s: write after the build: %v", name, err)
+			}
+			checkBoltFile(t, be, name+", written")
+			if err := be.Close(); err != nil {
+				t.Fatal(err)
+			}
+			be, rep := openTestBolt(t, dir, BoltOptions{Verify: VerifyAlways})
+			if rep.Recreated {
+				t.Fatalf("%s: reopened file recreated: %s", name, rep.Reason)
+			}
+			sameMap(t, name+", reopened", dumpOK(t, be, n+1), want)
+			checkOthers(t, be, name+", reopened")
+		}
+	}
+}
+
+// TestFileBuildEmptyStore: a changelog of tombstones only restores an empty store with
+// its checkpoint.
+func TestFileBuildEmptyStore(t *testing.T) {
+	dir := t.TempDir()
+	be, _ := openTestBolt(t, dir, BoltOptions{})
+	br, err := NewBulkRestorer(be, "s", BulkRestorerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Add([]Entry{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("a")}, {Key: []byte("b")}}, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Finish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if m := dumpOK(t, be, 3); len(m) != 0 {
+		t.Fatalf("store has %v, want nothing", m)
+	}
+	checkBoltFile(t, be, "empty store")
+	put(t, be, "s", 4, "c", "3")
+	if m := dumpOK(t, be, 4); len(m) != 1 || m["c"] != "3" {
+		t.Fatalf("after a write: %v", m)
+	}
+}
+
+// TestFileBuildFailsBeforeSwap: a build that fails after its file is written (an
+// injected error where a crash could come) leaves the old file in use, the store empty
+// with no checkpoint, the other stores as they were, no build file; the next restore
+// succeeds.
+func TestFileBuildFailsBeforeSwap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 9))
+	records := randomChangelog(rng, 2000, 500)
+	want := plainReplay(t, records)
+	dir := t.TempDir()
+	be, _ := openTestBolt(t, dir, BoltOptions{})
+	checkOthers := otherStores(t, be)
+	path := filepath.Join(dir, BoltFileName)
+	before := fileID(t, path)
+	injected := errors.New("injected: crash before the swap")
+	var sawBuilt bool
+	be.(*boltBackend).buildHook = func(stage string) error {
+		if _, err := os.Stat(path + buildFileSuffix); err != nil {
+			t.Errorf("hook at %s: no build file: %v", stage, err)
+		}
+		sawBuilt = true
+		return injected
+	}
+	br, err := NewBulkRestorer(be, "s", BulkRestorerOptions{MaxBytes: 3000, Load: LoadNewFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(t, rng, records, 0, true, br.Add)
+	if err := br.Finish(context.Background()); !errors.Is(err, injected) {
+		t.Fatalf("Finish: %v, want the injected error", err)
+	}
+	if !sawBuilt {
+		t.Fatal("the hook did not run")
+	}
+	if !os.SameFile(before, fileID(t, path)) {
+		t.Fatal("a failed build swapped its file in")
+	}
+	if _, err := os.Stat(path + buildFileSuffix); !os.IsNotExist(err) {
+		t.Fatalf("build file left: %v", err)
+	}
+	if m, cp, ok := dump(t, be, "s"); len(m) > 0 || ok {
+		t.Fatalf("store after the failed build: %d keys, checkpoint %d %v; want empty, none", len(m), cp, ok)
+	}
+	checkOthers(t, be, "after the failed build")
+	checkBoltFile(t, be, "after the failed build")
+
+	be.(*boltBackend).buildHook = nil
+	br, err = NewBulkRestorer(be, "s", BulkRestorerOptions{MaxBytes: 3000, Load: LoadNewFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(t, rng, records, 0, true, br.Add)
+	if err := br.Finish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sameMap(t, "restored after the failed build", dumpOK(t, be, len(records)), want)
+	checkOthers(t, be, "restored after the failed build")
+}
+
+// TestFileBuildOnlyWhenSmaller: a file larger than the data to load is not copied:
+// the store is loaded in place (same file), and equals the replay all the same.
+func TestFileBuildOnlyWhenSmaller(t *testing.T) {
+	dir := t.TempDir()
+	be, _ := openTestBolt(t, dir, BoltOptions{})
+	checkOthers := otherStores(t, be)
+	path := filepath.Join(dir, BoltFileName)
+	before := fileID(t, path)
+	records := []Entry{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Value: []byte("2")}}
+	br, err := NewBulkRestorer(be, "s", BulkRestorerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Add(records, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Finish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, fileID(t, path)) {
+		t.Fatal("a file larger than the data was rebuilt")
+	}
+	sameMap(t, "loaded in place", dumpOK(t, be, 2), map[string]string{"a": "1", "b": "2"})
+	checkOthers(t, be, "loaded in place")
+}
