@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -43,9 +44,6 @@ const buildFileSuffix = ".build"
 
 // ctxEvery is how many keys a build writes between two looks at its context.
 const ctxEvery = 64
-
-// errBuildRefused is returned by a file build that found the store not empty.
-var errBuildRefused = errors.New("store is not empty")
 
 // boltFileWriter writes the pages of a bbolt file in id order: pages 0 and 1 (meta) and
 // 2 (the freelist, empty) last, data pages from 3 on, each as soon as it is full.
@@ -99,7 +97,7 @@ func (fw *boltFileWriter) writePage(flags uint16, count int, body ...[]byte) (ui
 }
 
 // finish writes the root bucket's tree from the buckets' headers (name → bucket
-// value), the empty freelist and both meta pages, and fsyncs the file.
+// value), the empty freelist and both meta pages. The caller fsyncs the file.
 func (fw *boltFileWriter) finish(buckets map[string][]byte) error {
 	root := fw.tree()
 	names := make([]string, 0, len(buckets))
@@ -144,10 +142,8 @@ func (fw *boltFileWriter) finish(buckets map[string][]byte) error {
 	fl := head[2*fw.ps:]
 	ne.PutUint64(fl[0:], 2)
 	ne.PutUint16(fl[8:], freelistPageFlag)
-	if _, err := fw.f.WriteAt(head, 0); err != nil {
-		return err
-	}
-	return fw.f.Sync()
+	_, err = fw.f.WriteAt(head, 0)
+	return err
 }
 
 func (fw *boltFileWriter) tree() *treeBuilder { return &treeBuilder{fw: fw} }
@@ -360,7 +356,7 @@ func (fw *boltFileWriter) copyBucket(ctx context.Context, bk *bolt.Bucket, extra
 			if extraKey != nil {
 				switch cmp := bytes.Compare(extraKey, k); {
 				case cmp == 0:
-					return nil, fmt.Errorf("%w: key %q is there already", errBuildRefused, extraKey)
+					return nil, fmt.Errorf("%w: key %q is there already", ErrNotEmpty, extraKey)
 				case cmp < 0:
 					if err := addExtra(); err != nil {
 						return nil, err
@@ -461,7 +457,9 @@ func (b *boltBackend) buildLoad(ctx context.Context, store string, src func() ([
 		return false, nil
 	}
 	tmp := b.path + buildFileSuffix
-	if err := b.buildFile(ctx, tmp, store, src, checkpoint); err != nil {
+	began := time.Now()
+	synced, err := b.buildFile(ctx, tmp, store, src, checkpoint)
+	if err != nil {
 		return true, errors.Join(err, removeIfThere(tmp))
 	}
 	if b.buildHook != nil {
@@ -486,25 +484,32 @@ func (b *boltBackend) buildLoad(ctx context.Context, store string, src func() ([
 	if renameErr != nil {
 		return true, errors.Join(fmt.Errorf("statestore: move the built file into place: %w", renameErr), removeIfThere(tmp))
 	}
+	b.log.Debug("statestore: store built as a new file", "store", store, "write", synced.Sub(began).Round(time.Millisecond),
+		"fsync_and_swap", time.Since(synced).Round(time.Millisecond))
 	return true, nil
 }
 
 // buildFile writes the new file at path: store from src, every other bucket of the
 // open file copied, the checkpoint added. The store must be empty with no checkpoint.
 // A bbolt panic while reading the old file means it is damaged.
-func (b *boltBackend) buildFile(ctx context.Context, path, store string, src func() ([]byte, []byte, bool, error), checkpoint int64) (err error) {
+// It returns when the pages were written (the fsync follows).
+func (b *boltBackend) buildFile(ctx context.Context, path, store string, src func() ([]byte, []byte, bool, error), checkpoint int64) (written time.Time, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return err
+		return written, err
 	}
 	defer func() {
+		if err == nil {
+			written = time.Now()
+			err = f.Sync()
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 	}()
 	fw, err := newBoltFileWriter(f, b.db.Info().PageSize)
 	if err != nil {
-		return err
+		return written, err
 	}
 	old := debug.SetPanicOnFault(true)
 	defer func() {
@@ -513,7 +518,7 @@ func (b *boltBackend) buildFile(ctx context.Context, path, store string, src fun
 			err = b.markDamaged("bulk restore", store, fmt.Sprint(r))
 		}
 	}()
-	return b.db.View(func(tx *bolt.Tx) error {
+	return written, b.db.View(func(tx *bolt.Tx) error {
 		name := []byte(store)
 		if bk := tx.Bucket(name); bk != nil {
 			if k, _ := bk.Cursor().First(); k != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -286,10 +287,17 @@ func TestFileBuildFailsBeforeSwap(t *testing.T) {
 	checkOthers(t, be, "after the failed build")
 	checkBoltFile(t, be, "after the failed build")
 
+	// What a crash between the build and the swap leaves: the next restore removes it.
+	if err := os.WriteFile(path+buildFileSuffix, []byte("half a file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	be.(*boltBackend).buildHook = nil
 	br, err = NewBulkRestorer(be, "s", BulkRestorerOptions{MaxBytes: 3000, Load: LoadNewFile})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + buildFileSuffix); !os.IsNotExist(err) {
+		t.Fatalf("leftover build file not removed: %v", err)
 	}
 	feed(t, rng, records, 0, true, br.Add)
 	if err := br.Finish(context.Background()); err != nil {
@@ -323,4 +331,151 @@ func TestFileBuildOnlyWhenSmaller(t *testing.T) {
 	}
 	sameMap(t, "loaded in place", dumpOK(t, be, 2), map[string]string{"a": "1", "b": "2"})
 	checkOthers(t, be, "loaded in place")
+}
+
+// buildChangelog is the deterministic changelog the file-build crash test restores.
+func buildChangelog() []Entry {
+	rng := rand.New(rand.NewPCG(11, 12))
+	es := make([]Entry, 60_000)
+	for i := range es {
+		es[i] = Entry{Key: fmt.Appendf(nil, "k%08d", rng.IntN(40_000))}
+		if rng.IntN(10) > 0 {
+			es[i].Value = bytes.Repeat([]byte{byte('a' + i%26)}, 100+rng.IntN(400))
+		}
+	}
+	return es
+}
+
+// childBuild restores store "s" from empty by a file build in dir (which holds store
+// "other" with checkpoint 42): it prints "building" before the load and "done" after.
+// With hold, it stops between writing the build file and the swap (prints "built"),
+// waiting to be killed.
+func childBuild(dir string, hold bool) {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "build child:", err)
+		os.Exit(1)
+	}
+	be, err := OpenBolt(dir, BoltOptions{})
+	if err != nil {
+		fail(err)
+	}
+	if hold {
+		be.(*boltBackend).buildHook = func(string) error {
+			fmt.Println("built")
+			select {}
+		}
+	}
+	if err := be.Wipe("s"); err != nil {
+		fail(err)
+	}
+	br, err := NewBulkRestorer(be, "s", BulkRestorerOptions{MaxBytes: 1 << 20, Load: LoadNewFile})
+	if err != nil {
+		fail(err)
+	}
+	records := buildChangelog()
+	for i := 0; i < len(records); i += 1000 {
+		if err := br.Add(records[i:i+1000], int64(i+1000)); err != nil {
+			fail(err)
+		}
+	}
+	fmt.Println("building")
+	if err := br.Finish(context.Background()); err != nil {
+		fail(err)
+	}
+	fmt.Println("done")
+	os.Exit(0)
+}
+
+// TestFileBuildKilled kills a process restoring a store by a file build, at random
+// moments of the build and once between the build and the swap: the state dir then
+// holds either the old file (the store empty with no checkpoint) or the new one (the
+// store complete with its checkpoint), the other store as it was, and passes the
+// consistency check.
+func TestFileBuildKilled(t *testing.T) {
+	dir := t.TempDir()
+	be, _ := openTestBolt(t, dir, BoltOptions{})
+	checkOthers := otherStores(t, be)
+	if err := be.Close(); err != nil {
+		t.Fatal(err)
+	}
+	records := buildChangelog()
+	want := map[string]string{}
+	for _, e := range records {
+		if e.Value == nil {
+			delete(want, string(e.Key))
+		} else {
+			want[string(e.Key)] = string(e.Value)
+		}
+	}
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 3))
+	var sawOld, sawNew int
+	for round := range 6 {
+		hold := round == 0
+		env := childEnv + "_HOLD=0"
+		if hold {
+			env = childEnv + "_HOLD=1"
+		}
+		cmd, out := startChild(t, "build", dir, env)
+		lines := make(chan string, 4)
+		go func() {
+			defer close(lines)
+			for out.Scan() {
+				lines <- out.Text()
+			}
+		}()
+		waitFor := "building"
+		if hold {
+			waitFor = "built"
+		}
+		for line := range lines {
+			if line == waitFor {
+				break
+			}
+		}
+		if !hold {
+			time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+		}
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		done := false
+		for line := range lines {
+			done = done || line == "done"
+		}
+		_ = cmd.Wait()
+		be, rep := openTestBolt(t, dir, BoltOptions{})
+		if rep.Recreated {
+			t.Fatalf("round %d: file recreated: %s", round, rep.Reason)
+		}
+		checkBoltFile(t, be, fmt.Sprintf("round %d", round))
+		checkOthers(t, be, fmt.Sprintf("round %d", round))
+		got, cp, ok := dump(t, be, "s")
+		switch {
+		case !ok && len(got) == 0:
+			sawOld++
+			if done {
+				t.Fatalf("round %d: the build said done, the file is the old one", round)
+			}
+			if hold {
+				if _, err := os.Stat(filepath.Join(dir, BoltFileName+buildFileSuffix)); err != nil {
+					t.Fatalf("round %d: killed before the swap, but no build file: %v", round, err)
+				}
+			}
+		case ok && cp == int64(len(records)):
+			sawNew++
+			sameMap(t, fmt.Sprintf("round %d", round), got, want)
+			if hold {
+				t.Fatalf("round %d: killed before the swap, yet the new file is in place", round)
+			}
+		default:
+			t.Fatalf("round %d: store s has %d keys, checkpoint %d (%v): neither the old nor the new file", round, len(got), cp, ok)
+		}
+		t.Logf("round %d: %s file after the kill (previous close %s)", round, map[bool]string{true: "new", false: "old"}[ok], rep.Previous)
+		if err := be.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sawOld == 0 {
+		t.Fatal("no kill left the old file")
+	}
 }

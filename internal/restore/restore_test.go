@@ -211,72 +211,83 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := t.TempDir()
-		backend, err := kvstore.OpenBolt(dir, kvstore.BoltOptions{})
-		if err != nil {
-			t.Fatal(err)
+		for name, load := range map[string]kvstore.BulkLoad{"in-place": kvstore.LoadInPlace, "new-file": kvstore.LoadNewFile} {
+			t.Run(name, func(t *testing.T) { restoreFromEmptyOnBolt(t, client, topic, end, want, load) })
 		}
-		defer backend.Close()
-		stillEmpty := func(what string) {
-			t.Helper()
-			if cp, ok, err := backend.Checkpoint("s"); err != nil || ok {
-				t.Fatalf("%s: checkpoint %d %v %v; want none", what, cp, ok, err)
-			}
-			if n, err := backend.Count("s"); err != nil || n != 0 {
-				t.Fatalf("%s: %d keys (%v); want none", what, n, err)
-			}
-			if left, _ := filepath.Glob(filepath.Join(dir, ".restore-*")); len(left) > 0 {
-				t.Fatalf("%s: run files left: %v", what, left)
-			}
-		}
-		r := &restore.Restorer{Client: client, FetchMaxBytes: 4096, FromEmpty: kvstore.BulkRestorerOptions{MaxBytes: 2048, TxBytes: 1024}}
-
-		// Interrupted while reading, as a rebalance would.
-		stopCtx, stop := context.WithCancel(ctx)
-		r.OnProgress = func(p restore.Progress) {
-			if !p.Finished && p.Done > p.Total/2 {
-				stop()
-			}
-		}
-		if res, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) || !res.Wiped || res.Records == 0 {
-			t.Fatalf("interrupted restore: %+v %v; want context.Canceled after some records", res, err)
-		}
-		stillEmpty("interrupted while reading")
-
-		// Interrupted after the last fetch, before the load.
-		stopCtx, stop = context.WithCancel(ctx)
-		r.OnProgress = func(p restore.Progress) {
-			if !p.Finished && p.Done == p.Total {
-				stop()
-			}
-		}
-		if _, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) {
-			t.Fatalf("restore interrupted before the load: %v; want context.Canceled", err)
-		}
-		stillEmpty("interrupted before the load")
-
-		r.OnProgress = nil
-		res, err := r.Restore(ctx, backend, "s", topic, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.Wiped || res.From != 0 || res.To != end {
-			t.Fatalf("restore from empty: %+v", res)
-		}
-		if cp, ok, _ := backend.Checkpoint("s"); !ok || cp != end {
-			t.Fatalf("checkpoint %d (%v), want %d", cp, ok, end)
-		}
-		sameContent(t, storeContent(t, backend, "s"), want)
-
-		// The plain path gives the same store.
-		plain, err := kvstore.OpenBolt(t.TempDir(), kvstore.BoltOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer plain.Close()
-		if _, err := (&restore.Restorer{Client: client, NoBulk: true}).Restore(ctx, plain, "s", topic, 0); err != nil {
-			t.Fatal(err)
-		}
-		sameContent(t, storeContent(t, plain, "s"), storeContent(t, backend, "s"))
 	})
+}
+
+// restoreFromEmptyOnBolt is TestRestoreFromEmptyOnBolt's restore, with the given load.
+func restoreFromEmptyOnBolt(t *testing.T, client sarama.Client, topic string, end int64, want map[string]string, load kvstore.BulkLoad) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	backend, err := kvstore.OpenBolt(dir, kvstore.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	stillEmpty := func(what string) {
+		t.Helper()
+		if cp, ok, err := backend.Checkpoint("s"); err != nil || ok {
+			t.Fatalf("%s: checkpoint %d %v %v; want none", what, cp, ok, err)
+		}
+		if n, err := backend.Count("s"); err != nil || n != 0 {
+			t.Fatalf("%s: %d keys (%v); want none", what, n, err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, ".restore-*")); len(left) > 0 {
+			t.Fatalf("%s: run files left: %v", what, left)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, "*.build")); len(left) > 0 {
+			t.Fatalf("%s: build file left: %v", what, left)
+		}
+	}
+	r := &restore.Restorer{Client: client, FetchMaxBytes: 4096, FromEmpty: kvstore.BulkRestorerOptions{MaxBytes: 2048, TxBytes: 1024, Load: load}}
+
+	// Interrupted while reading, as a rebalance would.
+	stopCtx, stop := context.WithCancel(ctx)
+	r.OnProgress = func(p restore.Progress) {
+		if !p.Finished && p.Done > p.Total/2 {
+			stop()
+		}
+	}
+	if res, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) || !res.Wiped || res.Records == 0 {
+		t.Fatalf("interrupted restore: %+v %v; want context.Canceled after some records", res, err)
+	}
+	stillEmpty("interrupted while reading")
+
+	// Interrupted after the last fetch, before the load.
+	stopCtx, stop = context.WithCancel(ctx)
+	r.OnProgress = func(p restore.Progress) {
+		if !p.Finished && p.Done == p.Total {
+			stop()
+		}
+	}
+	if _, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("restore interrupted before the load: %v; want context.Canceled", err)
+	}
+	stillEmpty("interrupted before the load")
+
+	r.OnProgress = nil
+	res, err := r.Restore(ctx, backend, "s", topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Wiped || res.From != 0 || res.To != end {
+		t.Fatalf("restore from empty: %+v", res)
+	}
+	if cp, ok, _ := backend.Checkpoint("s"); !ok || cp != end {
+		t.Fatalf("checkpoint %d (%v), want %d", cp, ok, end)
+	}
+	sameContent(t, storeContent(t, backend, "s"), want)
+
+	// The plain path gives the same store.
+	plain, err := kvstore.OpenBolt(t.TempDir(), kvstore.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := (&restore.Restorer{Client: client, NoBulk: true}).Restore(ctx, plain, "s", topic, 0); err != nil {
+		t.Fatal(err)
+	}
+	sameContent(t, storeContent(t, plain, "s"), storeContent(t, backend, "s"))
 }
