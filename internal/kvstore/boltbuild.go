@@ -335,11 +335,15 @@ func bucketValue(root uint64, inline bool, sequence uint64) []byte {
 }
 
 // copyBucket writes a copy of bk (nested buckets too) and returns its bucket value.
-// extra, if set, is merged into its keys (a key of extra must not be in bk).
-func (fw *boltFileWriter) copyBucket(ctx context.Context, bk *bolt.Bucket, extraKey, extraValue []byte) ([]byte, error) {
+// extra, if set, is merged into its keys: a key of extra must not be in bk, unless
+// replace, where extra's value replaces bk's (a nil value removes the key).
+func (fw *boltFileWriter) copyBucket(ctx context.Context, bk *bolt.Bucket, extraKey, extraValue []byte, replace bool) ([]byte, error) {
 	t := fw.tree()
 	addExtra := func() error {
-		err := t.add(extraKey, extraValue, 0)
+		var err error
+		if extraValue != nil {
+			err = t.add(extraKey, extraValue, 0)
+		}
 		extraKey = nil
 		return err
 	}
@@ -355,8 +359,13 @@ func (fw *boltFileWriter) copyBucket(ctx context.Context, bk *bolt.Bucket, extra
 			}
 			if extraKey != nil {
 				switch cmp := bytes.Compare(extraKey, k); {
-				case cmp == 0:
+				case cmp == 0 && !replace:
 					return nil, fmt.Errorf("%w: key %q is there already", ErrNotEmpty, extraKey)
+				case cmp == 0:
+					if err := addExtra(); err != nil {
+						return nil, err
+					}
+					continue
 				case cmp < 0:
 					if err := addExtra(); err != nil {
 						return nil, err
@@ -365,7 +374,7 @@ func (fw *boltFileWriter) copyBucket(ctx context.Context, bk *bolt.Bucket, extra
 			}
 			if v == nil {
 				if sub := bk.Bucket(k); sub != nil {
-					sv, err := fw.copyBucket(ctx, sub, nil, nil)
+					sv, err := fw.copyBucket(ctx, sub, nil, nil, false)
 					if err != nil {
 						return nil, err
 					}
@@ -392,39 +401,81 @@ func (fw *boltFileWriter) copyBucket(ctx context.Context, bk *bolt.Bucket, extra
 	return bucketValue(root, inline, seq), nil
 }
 
-// loadBucket writes a bucket of src's entries (increasing keys, no tombstones) and
-// returns its bucket value and the empty key's value (bbolt keeps it elsewhere).
-func (fw *boltFileWriter) loadBucket(ctx context.Context, store string, src func() ([]byte, []byte, bool, error)) (value, emptyValue []byte, err error) {
+// loadBucket writes a bucket of src's entries (increasing keys) and returns its bucket
+// value and the empty key's last record (bbolt keeps it elsewhere; emptySeen tells
+// whether src had one, emptyValue is nil for a tombstone). With old (a tail), src's
+// entries are merged into old's keys, src's winning, and a nil value (a tombstone)
+// removes a key; without, src has no tombstones.
+func (fw *boltFileWriter) loadBucket(ctx context.Context, store string, old *bolt.Bucket, src func() ([]byte, []byte, bool, error)) (value, emptyValue []byte, emptySeen bool, err error) {
 	t := fw.tree()
+	var oc *bolt.Cursor
+	var ok, ov []byte
+	if old != nil {
+		oc = old.Cursor()
+		ok, ov = oc.First()
+	}
+	// addOld writes old's keys below key (all of them for nil).
+	addOld := func(key []byte) error {
+		for ok != nil && (key == nil || bytes.Compare(ok, key) < 0) {
+			if ov == nil && old.Bucket(ok) != nil {
+				return fmt.Errorf("store %q: the store holds a nested bucket %q: a tail cannot be merged into it", store, ok)
+			}
+			if err := t.add(ok, ov, 0); err != nil {
+				return err
+			}
+			ok, ov = oc.Next()
+		}
+		return nil
+	}
 	for {
 		if t.n%ctxEvery == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 		}
-		k, v, ok, err := src()
+		k, v, more, err := src()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
-		if !ok {
+		if !more {
 			break
 		}
 		if len(k) == 0 {
-			emptyValue = bytes.Clone(v)
+			emptyValue, emptySeen = bytes.Clone(v), true
 			continue
 		}
 		if len(k) > statestore.MaxKeySize {
-			return nil, nil, fmt.Errorf("store %q: %w: a key of %d bytes (starting %x)", store, statestore.ErrKeyTooLarge, len(k), k[:16])
+			return nil, nil, false, fmt.Errorf("store %q: %w: a key of %d bytes (starting %x)", store, statestore.ErrKeyTooLarge, len(k), k[:16])
+		}
+		if oc != nil {
+			if err := addOld(k); err != nil {
+				return nil, nil, false, err
+			}
+			if bytes.Equal(ok, k) {
+				ok, ov = oc.Next() // src's record replaces it
+			}
+			if v == nil {
+				continue // a tombstone
+			}
 		}
 		if err := t.add(k, v, 0); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
+		}
+	}
+	if oc != nil {
+		if err := addOld(nil); err != nil {
+			return nil, nil, false, err
 		}
 	}
 	root, inline, err := t.finish()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return bucketValue(root, inline, 0), emptyValue, nil
+	var seq uint64
+	if old != nil {
+		seq = old.Sequence()
+	}
+	return bucketValue(root, inline, seq), emptyValue, emptySeen, nil
 }
 
 // fileBuilder is a backend that can build a store restored from empty as a new file
@@ -434,6 +485,9 @@ type fileBuilder interface {
 	// backend's, if the file is no larger than sizeHint bytes; built is false, with
 	// src untouched, when it is larger.
 	buildLoad(ctx context.Context, store string, src func() ([]byte, []byte, bool, error), checkpoint, sizeHint int64) (built bool, err error)
+	// buildTail merges src (increasing keys, nil values deleting) into the store's keys
+	// in a new file that replaces the backend's, with the checkpoint.
+	buildTail(ctx context.Context, store string, src func() ([]byte, []byte, bool, error), checkpoint int64) error
 }
 
 // buildLoad builds the task's file anew with store loaded from src and its checkpoint,
@@ -456,20 +510,38 @@ func (b *boltBackend) buildLoad(ctx context.Context, store string, src func() ([
 	if fi.Size() > sizeHint {
 		return false, nil
 	}
+	return true, b.buildSwap(ctx, store, src, checkpoint, false)
+}
+
+// buildTail is buildLoad for a tail (NewBulkTailRestorer), whatever the file's size.
+func (b *boltBackend) buildTail(ctx context.Context, store string, src func() ([]byte, []byte, bool, error), checkpoint int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return fmt.Errorf("statestore: %s: %w", b.path, statestore.ErrClosed)
+	}
+	if d := b.damaged.Load(); d != nil {
+		return *d
+	}
+	return b.buildSwap(ctx, store, src, checkpoint, true)
+}
+
+// buildSwap builds the new file and swaps it in (under the write lock).
+func (b *boltBackend) buildSwap(ctx context.Context, store string, src func() ([]byte, []byte, bool, error), checkpoint int64, tail bool) error {
 	tmp := b.path + buildFileSuffix
 	began := time.Now()
-	synced, err := b.buildFile(ctx, tmp, store, src, checkpoint)
+	synced, err := b.buildFile(ctx, tmp, store, src, checkpoint, tail)
 	if err != nil {
-		return true, errors.Join(err, removeIfThere(tmp))
+		return errors.Join(err, removeIfThere(tmp))
 	}
 	if b.buildHook != nil {
 		if err := b.buildHook("built"); err != nil {
-			return true, errors.Join(err, removeIfThere(tmp))
+			return errors.Join(err, removeIfThere(tmp))
 		}
 	}
 	// The swap. bbolt holds the old file open and mapped: close it first.
 	if err := b.db.Close(); err != nil {
-		return true, errors.Join(b.markDamaged("bulk restore", store, "closing the file before the swap: "+err.Error()), removeIfThere(tmp))
+		return errors.Join(b.markDamaged("bulk restore", store, "closing the file before the swap: "+err.Error()), removeIfThere(tmp))
 	}
 	renameErr := os.Rename(tmp, b.path)
 	if renameErr == nil {
@@ -477,23 +549,23 @@ func (b *boltBackend) buildLoad(ctx context.Context, store string, src func() ([
 	}
 	db, err := openBoltDB(b.path, b.opts)
 	if err != nil {
-		return true, errors.Join(renameErr, b.markDamaged("bulk restore", store, "reopening the file after the swap: "+err.Error()))
+		return errors.Join(renameErr, b.markDamaged("bulk restore", store, "reopening the file after the swap: "+err.Error()))
 	}
 	db.NoSync, db.NoGrowSync = b.db.NoSync, b.db.NoGrowSync
 	b.db = db
 	if renameErr != nil {
-		return true, errors.Join(fmt.Errorf("statestore: move the built file into place: %w", renameErr), removeIfThere(tmp))
+		return errors.Join(fmt.Errorf("statestore: move the built file into place: %w", renameErr), removeIfThere(tmp))
 	}
 	b.log.Debug("statestore: store built as a new file", "store", store, "write", synced.Sub(began).Round(time.Millisecond),
 		"fsync_and_swap", time.Since(synced).Round(time.Millisecond))
-	return true, nil
+	return nil
 }
 
 // buildFile writes the new file at path: store from src, every other bucket of the
 // open file copied, the checkpoint added. The store must be empty with no checkpoint.
 // A bbolt panic while reading the old file means it is damaged.
 // It returns when the pages were written (the fsync follows).
-func (b *boltBackend) buildFile(ctx context.Context, path, store string, src func() ([]byte, []byte, bool, error), checkpoint int64) (written time.Time, err error) {
+func (b *boltBackend) buildFile(ctx context.Context, path, store string, src func() ([]byte, []byte, bool, error), checkpoint int64, tail bool) (written time.Time, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return written, err
@@ -520,32 +592,39 @@ func (b *boltBackend) buildFile(ctx context.Context, path, store string, src fun
 	}()
 	return written, b.db.View(func(tx *bolt.Tx) error {
 		name := []byte(store)
-		if bk := tx.Bucket(name); bk != nil {
-			if k, _ := bk.Cursor().First(); k != nil {
-				return fmt.Errorf("store %q: %w: it has keys", store, ErrNotEmpty)
+		var old *bolt.Bucket
+		if tail {
+			old = tx.Bucket(name)
+		} else {
+			if bk := tx.Bucket(name); bk != nil {
+				if k, _ := bk.Cursor().First(); k != nil {
+					return fmt.Errorf("store %q: %w: it has keys", store, ErrNotEmpty)
+				}
+			}
+			if m := tx.Bucket(metaBucket); m != nil && m.Get(name) != nil {
+				return fmt.Errorf("store %q: %w: it has a checkpoint", store, ErrNotEmpty)
+			}
+			if e := tx.Bucket(emptyKeyBucket); e != nil && e.Get(name) != nil {
+				return fmt.Errorf("store %q: %w: it has a value for the empty key", store, ErrNotEmpty)
 			}
 		}
-		if m := tx.Bucket(metaBucket); m != nil && m.Get(name) != nil {
-			return fmt.Errorf("store %q: %w: it has a checkpoint", store, ErrNotEmpty)
-		}
-		if e := tx.Bucket(emptyKeyBucket); e != nil && e.Get(name) != nil {
-			return fmt.Errorf("store %q: %w: it has a value for the empty key", store, ErrNotEmpty)
-		}
 		buckets := map[string][]byte{}
-		v, emptyValue, err := fw.loadBucket(ctx, store, src)
+		v, emptyValue, emptySeen, err := fw.loadBucket(ctx, store, old, src)
 		if err != nil {
 			return err
 		}
 		buckets[store] = v
+		// A tail replaces the store's checkpoint (and its empty key's value, if the
+		// tail has a record of it); a load from empty adds them.
 		cp := binary.BigEndian.AppendUint64(nil, uint64(checkpoint))
-		if buckets[string(metaBucket)], err = fw.copyBucket(ctx, tx.Bucket(metaBucket), name, cp); err != nil {
+		if buckets[string(metaBucket)], err = fw.copyBucket(ctx, tx.Bucket(metaBucket), name, cp, tail); err != nil {
 			return err
 		}
 		var emptyKey []byte
-		if emptyValue != nil {
+		if emptySeen {
 			emptyKey = name
 		}
-		if buckets[string(emptyKeyBucket)], err = fw.copyBucket(ctx, tx.Bucket(emptyKeyBucket), emptyKey, emptyValue); err != nil {
+		if buckets[string(emptyKeyBucket)], err = fw.copyBucket(ctx, tx.Bucket(emptyKeyBucket), emptyKey, emptyValue, tail); err != nil {
 			return err
 		}
 		err = tx.ForEach(func(n []byte, bk *bolt.Bucket) error {
@@ -553,7 +632,7 @@ func (b *boltBackend) buildFile(ctx context.Context, path, store string, src fun
 			case store, string(metaBucket), string(emptyKeyBucket), string(stagingBucket):
 				return nil
 			}
-			v, err := fw.copyBucket(ctx, bk, nil, nil)
+			v, err := fw.copyBucket(ctx, bk, nil, nil, false)
 			buckets[string(n)] = v
 			return err
 		})

@@ -479,3 +479,60 @@ func TestFileBuildKilled(t *testing.T) {
 		t.Fatal("no kill left the old file")
 	}
 }
+
+// TestFileBuildTail: a store restored to a prefix of its changelog, then the rest (the
+// tail) merged in by NewBulkTailRestorer (tombstones deleting old keys, the empty key,
+// spilled runs), equals a plain replay of the whole changelog, with the tail's
+// checkpoint and the file's other buckets as they were; an interrupted tail leaves the
+// store at its old checkpoint with its old keys.
+func TestFileBuildTail(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	ctx := context.Background()
+	for round := range 10 {
+		n := 2 + rng.IntN(3000)
+		records := randomChangelog(rng, n, 1+rng.IntN(800))
+		split := 1 + rng.IntN(n-1)
+		want := plainReplay(t, records)
+		head := plainReplay(t, records[:split])
+		for _, maxBytes := range []int{1 << 30, 1 + rng.IntN(3000)} {
+			name := fmt.Sprintf("round %d, %d records, tail from %d, budget %d", round, n, split, maxBytes)
+			dir := t.TempDir()
+			be, _ := openTestBolt(t, dir, BoltOptions{})
+			checkOthers := otherStores(t, be)
+			r := NewRestorer(be, "s", RestorerOptions{})
+			feed(t, rng, records[:split], 0, false, r.Add)
+			if err := r.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			sameMap(t, name+", head", dumpOK(t, be, split), head)
+
+			// Interrupted: nothing changes.
+			br, err := NewBulkTailRestorer(be, "s", BulkRestorerOptions{MaxBytes: maxBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			feed(t, rng, records, split, true, br.Add)
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := br.Finish(cctx); !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s: cancelled tail: %v", name, err)
+			}
+			sameMap(t, name+", cancelled tail", dumpOK(t, be, split), head)
+
+			br, err = NewBulkTailRestorer(be, "s", BulkRestorerOptions{MaxBytes: maxBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			feed(t, rng, records, split, true, br.Add)
+			if err := br.Finish(ctx); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			sameMap(t, name, dumpOK(t, be, n), want)
+			checkOthers(t, be, name)
+			checkBoltFile(t, be, name)
+		}
+	}
+	if _, err := NewBulkTailRestorer(NewMemoryBackend(), "s", BulkRestorerOptions{}); !errors.Is(err, ErrBulkUnsupported) {
+		t.Fatalf("tail restorer on memory: %v, want ErrBulkUnsupported", err)
+	}
+}

@@ -97,6 +97,7 @@ type BulkRestorer struct {
 	next     int64
 	has      bool
 	records  int64
+	tail     bool // NewBulkTailRestorer's
 }
 
 // bulkLoader is a backend that can build a store aside and move it into place with
@@ -130,6 +131,10 @@ var ErrNotEmpty = errors.New("store is not empty")
 // no checkpoint (wipe it first). It removes what an interrupted bulk restore of the
 // store left behind.
 func NewBulkRestorer(backend Backend, store string, opts BulkRestorerOptions) (*BulkRestorer, error) {
+	return newBulkRestorer(backend, store, opts)
+}
+
+func newBulkRestorer(backend Backend, store string, opts BulkRestorerOptions) (*BulkRestorer, error) {
 	l, ok := backend.(bulkLoader)
 	if !ok {
 		return nil, ErrBulkUnsupported
@@ -156,6 +161,26 @@ func NewBulkRestorer(backend Backend, store string, opts BulkRestorerOptions) (*
 			return nil, &statestore.StoreError{Store: store, Op: "bulk restore", Err: fmt.Errorf("remove leftover run files: %w", err)}
 		}
 	}
+	return r, nil
+}
+
+// NewBulkTailRestorer makes a BulkRestorer of a store's tail: a store with keys and a
+// checkpoint, restored from there by a changelog tail far larger than the store. It
+// gathers the tail as a restore from empty does (tombstones kept) and at Finish writes
+// a new file in which the store is the merge of its keys with the tail's last values
+// (boltbuild.go), with the tail's checkpoint. Until then the store stays as it was, at
+// its old checkpoint: an interrupted tail restore keeps no progress but loses nothing.
+// Only a backend that builds files (bbolt) supports it; LoadInPlace is not possible.
+func NewBulkTailRestorer(backend Backend, store string, opts BulkRestorerOptions) (*BulkRestorer, error) {
+	if _, ok := backend.(fileBuilder); !ok {
+		return nil, ErrBulkUnsupported
+	}
+	opts.Load = LoadNewFile
+	r, err := newBulkRestorer(backend, store, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.tail = true
 	return r, nil
 }
 
@@ -368,6 +393,16 @@ func (r *BulkRestorer) Finish(ctx context.Context) error {
 		return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 	}
 	defer closeSrc()
+	if r.tail {
+		fb := r.loader.(fileBuilder)
+		if err := fb.buildTail(ctx, r.store, src, r.next); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
+		}
+		return nil
+	}
 	if fb, ok := r.loader.(fileBuilder); ok && r.opts.Load != LoadInPlace {
 		// The gathered data's size bounds the store's: the file build copies the rest
 		// of the file, worth it when that is not larger.
@@ -431,7 +466,7 @@ func (r *BulkRestorer) cleanup() {
 }
 
 // merged returns the gathered entries in key order, each key's newest value, without
-// tombstones.
+// tombstones (with them, nil values, for a tail: they delete the store's keys).
 func (r *BulkRestorer) merged() (src func() ([]byte, []byte, bool, error), closeSrc func(), err error) {
 	r.sortGathered()
 	if len(r.runs) == 0 {
@@ -441,7 +476,7 @@ func (r *BulkRestorer) merged() (src func() ([]byte, []byte, bool, error), close
 				if ok, _ := memSrc.advance(); !ok {
 					return nil, nil, false, nil
 				}
-				if memSrc.val != nil {
+				if memSrc.val != nil || r.tail {
 					return memSrc.key, memSrc.val, true, nil
 				}
 			}
@@ -493,7 +528,7 @@ func (r *BulkRestorer) merged() (src func() ([]byte, []byte, bool, error), close
 					heap.Pop(h)
 				}
 			}
-			if val != nil {
+			if val != nil || r.tail {
 				return key, val, true, nil
 			}
 		}
