@@ -478,6 +478,12 @@ func (fw *boltFileWriter) loadBucket(ctx context.Context, store string, old *bol
 	return bucketValue(root, inline, seq), emptyValue, emptySeen, nil
 }
 
+// CanBulkTail reports whether backend supports NewBulkTailRestorer.
+func CanBulkTail(backend Backend) bool {
+	_, ok := backend.(fileBuilder)
+	return ok
+}
+
 // fileBuilder is a backend that can build a store restored from empty as a new file
 // (bbolt).
 type fileBuilder interface {
