@@ -58,11 +58,14 @@ const (
 // (BENCHMARKS.md). A BulkRestorer instead gathers each key's last value (a tombstone
 // removes it: the store starts empty), spills sorted runs to files when over
 // MaxBytes (an external sort: memory stays bounded for a store larger than RAM), and
-// at Finish merges them and loads the keys in order, appending to the right edge of
-// the tree with full pages, into a staging bucket that is moved into place, with the
-// checkpoint, in the load's last transaction.
+// at Finish merges them and loads the keys in order: by default (LoadAuto, on a file no
+// larger than the data) as a new file written page by page and renamed into place with
+// the checkpoint in it (boltbuild.go says why every state on the way is valid);
+// otherwise (LoadInPlace) appending to the right edge of the tree with full pages,
+// into a staging bucket that is moved into place, with the checkpoint, in the load's
+// last transaction, as follows.
 //
-// Why every state is valid (the invariant: the store holds exactly the changelog's
+// Why every state of the in-place load is valid (the invariant: the store holds exactly the changelog's
 // committed prefix up to its checkpoint, or is empty with no checkpoint):
 //   - Until the last transaction, the store's own bucket is untouched: it stays empty
 //     with no checkpoint (the restore wiped it), whatever happens. The gathered data
