@@ -478,10 +478,25 @@ func (fw *boltFileWriter) loadBucket(ctx context.Context, store string, old *bol
 	return bucketValue(root, inline, seq), emptyValue, emptySeen, nil
 }
 
-// CanBulkTail reports whether backend supports NewBulkTailRestorer.
-func CanBulkTail(backend Backend) bool {
-	_, ok := backend.(fileBuilder)
-	return ok
+// BulkTailKeys tells whether a tail of store can be merged by a NewBulkTailRestorer
+// (a bbolt backend, and a store of plain keys: a tail is not merged into nested
+// buckets) and how many keys the store holds.
+func BulkTailKeys(backend Backend, store string) (keys int64, ok bool, err error) {
+	b, isBolt := backend.(*boltBackend)
+	if !isBolt {
+		return 0, false, nil
+	}
+	err = b.do("count", store, func() error {
+		return b.db.View(func(tx *bolt.Tx) error {
+			ok = true
+			if bk := tx.Bucket([]byte(store)); bk != nil {
+				st := bk.Stats()
+				keys, ok = int64(st.KeyN), st.BucketN <= 1
+			}
+			return nil
+		})
+	})
+	return keys, ok && err == nil, err
 }
 
 // fileBuilder is a backend that can build a store restored from empty as a new file

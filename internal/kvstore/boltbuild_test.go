@@ -536,3 +536,22 @@ func TestFileBuildTail(t *testing.T) {
 		t.Fatalf("tail restorer on memory: %v, want ErrBulkUnsupported", err)
 	}
 }
+
+// TestBulkTailKeys: a tail may be merged into a bbolt store of plain keys, not into one
+// with nested buckets nor on the memory backend; the key count is the store's.
+func TestBulkTailKeys(t *testing.T) {
+	be, _ := openTestBolt(t, t.TempDir(), BoltOptions{})
+	otherStores(t, be)
+	if n, ok, err := BulkTailKeys(be, "other"); err != nil || !ok || n != 700 {
+		t.Fatalf("other: %d keys, ok %v, %v; want 700, true", n, ok, err)
+	}
+	if _, ok, err := BulkTailKeys(be, "nested"); err != nil || ok {
+		t.Fatalf("nested: ok %v, %v; want false", ok, err)
+	}
+	if n, ok, err := BulkTailKeys(be, "absent"); err != nil || !ok || n != 0 {
+		t.Fatalf("absent: %d keys, ok %v, %v; want 0, true", n, ok, err)
+	}
+	if _, ok, _ := BulkTailKeys(NewMemoryBackend(), "s"); ok {
+		t.Fatal("memory backend: ok")
+	}
+}

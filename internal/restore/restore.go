@@ -298,14 +298,14 @@ func (run *restoreRun) startBulkTail() error {
 		least = 50_000
 	}
 	tail := run.end - run.from
-	if factor < 0 || run.r.NoBulk || tail < least || !kvstore.CanBulkTail(run.backend) {
+	if factor < 0 || run.r.NoBulk || tail < least {
 		return nil
 	}
-	keys, err := run.backend.Count(run.store)
+	keys, ok, err := kvstore.BulkTailKeys(run.backend, run.store)
 	if err != nil {
 		return run.fail("count keys", err)
 	}
-	if tail <= int64(factor)*keys {
+	if !ok || tail <= int64(factor)*keys {
 		return nil
 	}
 	if run.bulk, err = kvstore.NewBulkTailRestorer(run.backend, run.store, run.r.FromEmpty); err != nil {
