@@ -22,7 +22,7 @@ func AddWindowStore[K, V any](b *Builder, name string, keys serde.Serde[K], valu
 	if size.Milliseconds() <= 0 || retention.Milliseconds() <= 0 {
 		b.fail("window store %q: the window size (%v) and retention (%v) must be at least 1 ms", name, size, retention)
 	}
-	return b.addTimeStore(name, "window", keys, values, reflect.TypeFor[K](), reflect.TypeFor[V](), processors,
+	return b.addTimeStore(name, "window", windowstore.WindowSegments(retention), keys, values, reflect.TypeFor[K](), reflect.TypeFor[V](), processors,
 		func(buf *kvstore.Buffer, topic string, _ kvstore.Metrics) any {
 			return windowstore.NewWindowStore(buf, topic, keys, values, size, retention)
 		})
@@ -36,7 +36,7 @@ func AddSessionStore[K, V any](b *Builder, name string, keys serde.Serde[K], val
 	if retention.Milliseconds() <= 0 {
 		b.fail("session store %q: the retention (%v) must be at least 1 ms", name, retention)
 	}
-	return b.addTimeStore(name, "session", keys, values, reflect.TypeFor[K](), reflect.TypeFor[V](), processors,
+	return b.addTimeStore(name, "session", windowstore.SessionSegments(retention), keys, values, reflect.TypeFor[K](), reflect.TypeFor[V](), processors,
 		func(buf *kvstore.Buffer, topic string, _ kvstore.Metrics) any {
 			return windowstore.NewSessionStore(buf, topic, keys, values, retention)
 		})
@@ -45,7 +45,7 @@ func AddSessionStore[K, V any](b *Builder, name string, keys serde.Serde[K], val
 // addTimeStore registers a window or session store. Interactive queries of such stores
 // (eddy.Query, the HTTP handler) are not there yet: they answer with an error naming the
 // kind of store.
-func (b *Builder) addTimeStore(name, kind string, keys, values any, kt, vt reflect.Type, processors []string, newTyped func(*kvstore.Buffer, string, kvstore.Metrics) any) *StoreNode {
+func (b *Builder) addTimeStore(name, kind string, segments kvstore.SegmentSpec, keys, values any, kt, vt reflect.Type, processors []string, newTyped func(*kvstore.Buffer, string, kvstore.Metrics) any) *StoreNode {
 	for _, s := range b.stores {
 		if s.Name == name {
 			b.fail("duplicate store name %q", name)
@@ -65,6 +65,7 @@ func (b *Builder) addTimeStore(name, kind string, keys, values any, kt, vt refle
 		KeyType: kt, ValueType: vt,
 		KeySerde: serdeName(keys), ValueSerde: serdeName(values),
 		NewTyped:    newTyped,
+		Segments:    &segments,
 		KeyFromText: func(string, string) ([]byte, error) { return nil, unsupported },
 		ValueToJSON: func([]byte, string) (any, error) { return nil, unsupported },
 	}

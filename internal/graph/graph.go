@@ -90,6 +90,9 @@ type Store struct {
 	ValueSerde string
 	// NewTyped makes the typed store (a statestore.KeyValueStore[K, V]) over its buffer.
 	NewTyped func(buf *kvstore.Buffer, topic string, m kvstore.Metrics) any
+	// Segments, when set, keeps the store in time segments (a window or session store):
+	// its backend is a kvstore.Segmented over the task's.
+	Segments *kvstore.SegmentSpec
 	// Keys and Values are the store's serde.Serde[K] and serde.Serde[V], for typed
 	// interactive queries.
 	Keys, Values any

@@ -20,7 +20,7 @@ func benchStore(b *testing.B, keys, windows int) (func(k string, start time.Time
 	}
 	b.Cleanup(func() { be.Close() })
 	set := kvstore.NewSet(be)
-	buf, err := set.Register("w", true)
+	buf, err := set.RegisterIn("w", true, kvstore.NewSegmented(be, "w", windowstore.WindowSegments(2*time.Hour)))
 	if err != nil {
 		b.Fatal(err)
 	}
