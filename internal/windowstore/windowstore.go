@@ -187,12 +187,14 @@ func (s *base[K, V]) scan(op string, from, to []byte, decode func(raw []byte) (k
 		if !keep(kb, a, b) {
 			continue
 		}
-		k, err := serdes.Deserialize(s.keys, s.topic, kb)
+		// Copies: the iterator reuses its memory, and a serde may keep the bytes it is
+		// given (serde.Bytes does).
+		k, err := serdes.Deserialize(s.keys, s.topic, bytes.Clone(kb))
 		if err != nil {
 			it.Close()
 			return nil, s.fail(op+": deserialize key", err)
 		}
-		v, err := s.value(it.Value(), op)
+		v, err := s.value(bytes.Clone(it.Value()), op)
 		if err != nil {
 			it.Close()
 			return nil, err
