@@ -162,6 +162,13 @@ func TestWindowQueriesAcrossInstances(t *testing.T) {
 			t.Errorf("first-minute windows across both instances: %v, want each of %d users once", seen, viewUsers)
 		}
 
+		fwd, _ := answer("/stores/per-minute/windows")
+		bwd, _ := answer("/stores/per-minute/windows?backward=true")
+		slices.Reverse(bwd.Windows)
+		if len(fwd.Windows) == 0 || !slices.Equal(fwd.Windows, bwd.Windows) || !slices.IsSortedFunc(fwd.Windows, func(x, y windowJSON) int { return int(x.Start - y.Start) }) {
+			t.Errorf("all windows by start: %+v; backward, reversed: %+v", fwd.Windows, bwd.Windows)
+		}
+
 		// Errors say what is wrong.
 		for _, tc := range []struct {
 			path string
