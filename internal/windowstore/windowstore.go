@@ -15,11 +15,29 @@
 // start (session end) it was given; a window that starts (a session that ends) at or
 // before observed - retention is expired: a put of it is dropped, and reads skip it.
 //
-// Not done yet (issue #15, item 2): expired windows stay in the backend (they are
-// invisible, not deleted), and the observed stream time of a store opened with data is
-// found by one scan of the store on first use. Both go with time segments (a bucket per
-// segment, dropped whole), which need the engine to map keys between changelog and
-// backend.
+// # Segments
+//
+// The data lives in time segments, as in Kafka Streams' segmented stores (AbstractSegments,
+// KeyValueSegments): the store's backend is a kvstore.Segmented (WindowSegments,
+// SessionSegments) that keeps each key in the segment of its time (window start, session
+// end) divided by the segment interval, max(retention/2, 60 s), one bbolt bucket per
+// segment. Keys stay the changelog's bytes, so a flush and a restore route each record to
+// its segment by the time inside it and restore needs nothing of its own. When the
+// observed time moves segment s out of retention (s < (observed - retention) / interval)
+// the segment is dropped whole, one bucket delete after the write that moved it, not a
+// delete per key (BenchmarkSegmentExpiry: 0.3 ms for 10k windows, 15 ms for 100k, against
+// 7.5 ms and 280 ms to find and delete them key by key). Reads merge the live segments
+// (at most three at the default interval) in key order.
+//
+// The committed observed stream time is kept with the data (the segment list, written in
+// the same backend write as the flush or restore batch that advances it), so a store
+// opened with data knows it, and its live segments, without reading a segment. The store
+// adds the times of the puts buffered since the last commit; an aborted transaction
+// drops them with the writes, and segments are dropped only after a write committed,
+// so the backend never runs ahead of the changelog.
+//
+// Queries (QueryWindows, QuerySessions) read the committed state through the same code
+// as processors, over the backend alone.
 package windowstore
 
 import (
