@@ -2,6 +2,7 @@ package windowstore_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -372,5 +373,36 @@ func TestSegmentsFailedFlush(t *testing.T) {
 	}
 	if obs := s.observed(t); obs != 20*sec {
 		t.Fatalf("observed after the failed flush: %d, want %d", obs, 20*sec)
+	}
+}
+
+// TestSegmentsReadInKeyOrder: reads merge the live segments in key order, under the
+// write buffer's entries too.
+func TestSegmentsReadInKeyOrder(t *testing.T) {
+	s := openSegStore(t, kvstore.NewMemoryBackend())
+	// Three segments (0, 1, 2) for a and b, committed; then buffered puts in between.
+	for _, p := range []struct {
+		k     string
+		start int64
+	}{{"b", 100}, {"a", 110}, {"a", 55}, {"b", 61}, {"a", 70}, {"b", 5}} {
+		s.put(t, p.k, fmt.Sprint(p.start), p.start*sec)
+	}
+	commit(t, s.set)
+	if got := s.segments(t); !slices.Equal(got, []int64{0, 1}) {
+		t.Fatalf("segments %v, want [0 1]", got)
+	}
+	s.put(t, "a", "80", 80*sec)
+	s.put(t, "b", "125", 125*sec)
+	want := []string{"a@70000-80000=70", "a@80000-90000=80", "a@110000-120000=110"}
+	if got := collect(s.ws.FetchRange("a", ms(0), ms(200*sec))); !slices.Equal(got, want) {
+		t.Fatalf("FetchRange(a) = %q, want %q", got, want)
+	}
+	commit(t, s.set)
+	if got := s.segments(t); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("segments %v, want [1 2]", got)
+	}
+	want = []string{"a@70000-80000=70", "a@80000-90000=80", "a@110000-120000=110", "b@100000-110000=100", "b@125000-135000=125"}
+	if got := collect(s.ws.FetchAll(ms(0), ms(200*sec))); !slices.Equal(got, want) {
+		t.Fatalf("FetchAll = %q, want %q", got, want)
 	}
 }
