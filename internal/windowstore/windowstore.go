@@ -196,6 +196,7 @@ func (s *base[K, V]) scan(op string, from, to []byte, decode func(raw []byte) (k
 		return nil, s.fail(op, err)
 	}
 	var out []entry[K, V]
+	var arena arena
 	for it.Next() {
 		kb, a, b, err := decode(it.Key())
 		if err != nil {
@@ -207,12 +208,12 @@ func (s *base[K, V]) scan(op string, from, to []byte, decode func(raw []byte) (k
 		}
 		// Copies: the iterator reuses its memory, and a serde may keep the bytes it is
 		// given (serde.Bytes does).
-		k, err := serdes.Deserialize(s.keys, s.topic, bytes.Clone(kb))
+		k, err := serdes.Deserialize(s.keys, s.topic, arena.copy(kb))
 		if err != nil {
 			it.Close()
 			return nil, s.fail(op+": deserialize key", err)
 		}
-		v, err := s.value(bytes.Clone(it.Value()), op)
+		v, err := s.value(arena.copy(it.Value()), op)
 		if err != nil {
 			it.Close()
 			return nil, err
@@ -223,6 +224,19 @@ func (s *base[K, V]) scan(op string, from, to []byte, decode func(raw []byte) (k
 		return nil, s.fail(op, err)
 	}
 	return out, nil
+}
+
+// arena copies byte slices into shared blocks: one allocation per 4 KiB rather than
+// one per slice. A full block is left to the slices that point into it.
+type arena []byte
+
+func (a *arena) copy(p []byte) []byte {
+	if cap(*a)-len(*a) < len(p) {
+		*a = make([]byte, 0, max(4096, len(p)))
+	}
+	start := len(*a)
+	*a = append(*a, p...)
+	return (*a)[start:len(*a):len(*a)]
 }
 
 // seq turns a read into a sequence and its error function, newest first if backward.
