@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eddy-streams/eddy/internal/graph"
 )
 
 // forwardedHeader marks a query forwarded by another instance (its value is the
@@ -78,6 +80,10 @@ func (o HandlerOptions) withDefaults() HandlerOptions {
 //	GET /readyz                     200 when every assigned task is restored and running
 //	GET /topology[?format=dot|mermaid]  the topology description
 //	GET /stores/{store}/keys/{key}  an interactive query, JSON; forwarded to the owner
+//	GET /stores/{store}/windows/{key}?from=&to=[&backward=true]   windows of a key
+//	GET /stores/{store}/windows?from=&to=                         windows of every local key
+//	GET /stores/{store}/sessions/{key}?from=&to=[&backward=true]  sessions of a key
+//	GET /stores/{store}/sessions?from=&to=                        sessions of every local key
 //	GET /metrics                    Prometheus, when Config.Metrics is a Gatherer
 //
 // A query answers 200 {"store", "key", "value"} from the local store, 404 for a missing
@@ -143,6 +149,7 @@ func (a *App) HandlerWith(opts HandlerOptions) http.Handler {
 		}
 	}))
 	mux.Handle("GET /stores/{store}/keys/{key}", h.authorized(h.serveKey))
+	h.routeWindows(mux)
 	if g, ok := a.cfg.Metrics.(prometheus.Gatherer); ok {
 		mux.Handle("GET /metrics", h.authorized(promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP))
 	}
@@ -209,6 +216,10 @@ func (h *handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no store %q", storeName))
 		return
 	}
+	if st.Kind != graph.KindKeyValue {
+		writeError(w, http.StatusBadRequest, kindMessage(st, graph.KindKeyValue))
+		return
+	}
 	rt, err := a.queryRuntime()
 	if err != nil {
 		h.notReady(w, r, err)
@@ -271,7 +282,7 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, owner string) 
 		h.internalError(w, r, "the key's owner announced an unusable address", fmt.Errorf("owner address %q is not host:port", owner))
 		return
 	}
-	u := url.URL{Scheme: "http", Host: owner, Path: r.URL.Path, RawPath: r.URL.RawPath}
+	u := url.URL{Scheme: "http", Host: owner, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
 	if err != nil {
 		h.internalError(w, r, "forwarding the query failed", err)

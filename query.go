@@ -60,12 +60,16 @@ type QueryableStore[K, V any] struct {
 	values serde.Serde[V]
 }
 
-// Query returns typed, read-only access to a store of the application. K and V must be
-// the store's types.
+// Query returns typed, read-only access to a key-value store of the application. K and
+// V must be the store's types. A window or session store gives an error wrapping
+// ErrStoreKind (query those with QueryWindows and QuerySessions).
 func Query[K, V any](a *App, store string) (*QueryableStore[K, V], error) {
 	st, ok := a.g.Stores[store]
 	if !ok {
 		return nil, fmt.Errorf("eddy: %w: %q", statestore.ErrUnknownStore, store)
+	}
+	if st.Kind != graph.KindKeyValue {
+		return nil, kindError(st, graph.KindKeyValue)
 	}
 	keys, ok1 := st.Keys.(serde.Serde[K])
 	values, ok2 := st.Values.(serde.Serde[V])

@@ -228,7 +228,9 @@ func timeWindowed[K, V, VA any](w *TimeWindowedStream[K, V], prefix string, opts
 	}), in.node)
 	ps := &pendingStore{name: store, processors: []string{name}}
 	ps.add = func(procs []string) {
-		configure(topology.AddWindowStore(b.tb, store, w.g.keys, storeValues, size, retention, procs...), o)
+		sn := topology.AddWindowStore(b.tb, store, w.g.keys, storeValues, size, retention, procs...)
+		configure(sn, o)
+		topology.QueryValuesAs(sn, valueOnlySerde(values)) // queries see the aggregates alone
 	}
 	b.stores = append(b.stores, ps)
 	info.store = ps

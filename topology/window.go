@@ -9,8 +9,10 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/serdes"
 	"github.com/eddy-streams/eddy/internal/windowstore"
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // AddWindowStore adds a window store of (K, V) attached to the named processors, which
@@ -18,13 +20,18 @@ import (
 // (the ends of the windows it returns), retention how long it keeps windows after the
 // latest window start it was given (Kafka Streams' retention period). Its changelog
 // topic is <applicationID>-<name>-changelog, with Kafka Streams' window store keys.
+// Interactive queries read it with eddy.QueryWindows and the HTTP handler's
+// /stores/{store}/windows routes.
 func AddWindowStore[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], size, retention time.Duration, processors ...string) *StoreNode {
 	if size.Milliseconds() <= 0 || retention.Milliseconds() <= 0 {
 		b.fail("window store %q: the window size (%v) and retention (%v) must be at least 1 ms", name, size, retention)
 	}
-	return b.addTimeStore(name, "window", keys, values, reflect.TypeFor[K](), reflect.TypeFor[V](), processors,
+	return addTimeStore(b, name, graph.KindWindow, windowstore.WindowSegments(retention), keys, values, processors,
 		func(buf *kvstore.Buffer, topic string, _ kvstore.Metrics) any {
 			return windowstore.NewWindowStore(buf, topic, keys, values, size, retention)
+		},
+		func(be kvstore.Backend, topic string, q windowstore.Range) ([]windowstore.Raw, error) {
+			return windowstore.QueryWindows(be, name, topic, size, retention, q)
 		})
 }
 
@@ -32,20 +39,25 @@ func AddWindowStore[K, V any](b *Builder, name string, keys serde.Serde[K], valu
 // then reach it with processor.SessionStore[K, V](ctx, name). retention is how long it
 // keeps sessions after the latest session end it was given. Its changelog topic is
 // <applicationID>-<name>-changelog, with Kafka Streams' session store keys.
+// Interactive queries read it with eddy.QuerySessions and the HTTP handler's
+// /stores/{store}/sessions routes.
 func AddSessionStore[K, V any](b *Builder, name string, keys serde.Serde[K], values serde.Serde[V], retention time.Duration, processors ...string) *StoreNode {
 	if retention.Milliseconds() <= 0 {
 		b.fail("session store %q: the retention (%v) must be at least 1 ms", name, retention)
 	}
-	return b.addTimeStore(name, "session", keys, values, reflect.TypeFor[K](), reflect.TypeFor[V](), processors,
+	return addTimeStore(b, name, graph.KindSession, windowstore.SessionSegments(retention), keys, values, processors,
 		func(buf *kvstore.Buffer, topic string, _ kvstore.Metrics) any {
 			return windowstore.NewSessionStore(buf, topic, keys, values, retention)
+		},
+		func(be kvstore.Backend, topic string, q windowstore.Range) ([]windowstore.Raw, error) {
+			return windowstore.QuerySessions(be, name, topic, retention, q)
 		})
 }
 
-// addTimeStore registers a window or session store. Interactive queries of such stores
-// (eddy.Query, the HTTP handler) are not there yet: they answer with an error naming the
-// kind of store.
-func (b *Builder) addTimeStore(name, kind string, keys, values any, kt, vt reflect.Type, processors []string, newTyped func(*kvstore.Buffer, string, kvstore.Metrics) any) *StoreNode {
+// addTimeStore registers a window or session store, kept in time segments.
+func addTimeStore[K, V any](b *Builder, name, kind string, segments kvstore.SegmentSpec, keys serde.Serde[K], values serde.Serde[V], processors []string,
+	newTyped func(*kvstore.Buffer, string, kvstore.Metrics) any,
+	windows func(kvstore.Backend, string, windowstore.Range) ([]windowstore.Raw, error)) *StoreNode {
 	for _, s := range b.stores {
 		if s.Name == name {
 			b.fail("duplicate store name %q", name)
@@ -59,14 +71,32 @@ func (b *Builder) addTimeStore(name, kind string, keys, values any, kt, vt refle
 	if strings.HasPrefix(name, names.OffsetsStorePrefix) {
 		b.fail("store name %q: names starting with %q are eddy's own", name, names.OffsetsStorePrefix)
 	}
-	unsupported := fmt.Errorf("store %q is a %s store: queries by key of window and session stores are not supported yet", name, kind)
 	st := &graph.Store{
 		Name: name, Index: len(b.stores), Processors: processors, Logged: true,
-		KeyType: kt, ValueType: vt,
+		KeyType: reflect.TypeFor[K](), ValueType: reflect.TypeFor[V](),
 		KeySerde: serdeName(keys), ValueSerde: serdeName(values),
-		NewTyped:    newTyped,
-		KeyFromText: func(string, string) ([]byte, error) { return nil, unsupported },
-		ValueToJSON: func([]byte, string) (any, error) { return nil, unsupported },
+		NewTyped: newTyped,
+		Segments: &segments,
+		Kind:     kind,
+		Windows:  windows,
+		Keys:     keys, Values: values,
+		KeyFromText: func(text, topic string) ([]byte, error) {
+			k, err := parseText[K](text)
+			if err != nil {
+				return nil, err
+			}
+			b, err := keys.Serialize(topic, k)
+			if err == nil && b == nil {
+				err = fmt.Errorf("key %q: %w", text, statestore.ErrNullKey)
+			}
+			return b, err
+		},
+		KeyToJSON: func(key []byte, topic string) (any, error) {
+			return serdes.Deserialize(keys, topic, key)
+		},
+		ValueToJSON: func(value []byte, topic string) (any, error) {
+			return serdes.Deserialize(values, topic, value)
+		},
 	}
 	b.stores = append(b.stores, st)
 	return &StoreNode{store: st}

@@ -52,16 +52,6 @@ func (d *Driver) Restart() error {
 			d.closed = true
 			return err
 		}
-		for _, st := range sub.Stores {
-			if !st.Logged {
-				continue
-			}
-			if err := d.restore(backend, st.Name); err != nil {
-				backend.Close()
-				d.closed = true
-				return err
-			}
-		}
 		set := kvstore.NewSet(backend)
 		d.sets = append(d.sets, set)
 		t, err := task.New(task.Config{
@@ -73,6 +63,18 @@ func (d *Driver) Restart() error {
 		if err != nil {
 			d.Close()
 			return err
+		}
+		// Restore through each store's own backend, as the runtime does: a window or
+		// session store's routes the records to its time segments.
+		for _, st := range sub.Stores {
+			if !st.Logged {
+				continue
+			}
+			if err := d.restore(set.Buffer(st.Name).Backend(), st.Name); err != nil {
+				t.Close()
+				d.Close()
+				return err
+			}
 		}
 		d.tasks = append(d.tasks, t)
 		for _, topic := range t.SourceTopics() {

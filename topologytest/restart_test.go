@@ -2,11 +2,15 @@ package topologytest_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topologytest"
+	"github.com/eddy-streams/eddy/window"
 )
 
 // Restart restores the stores from their changelogs: the sums go on from the totals
@@ -55,5 +59,58 @@ func TestRestartRefusesAnOpenTransaction(t *testing.T) {
 	}
 	if err := d.Restart(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Restart restores window stores into their time segments: a windowed count goes on
+// from its counts before the restart, in memory and with bbolt files.
+func TestRestartRestoresWindowStores(t *testing.T) {
+	for name, cfg := range map[string]topologytest.Config{
+		"memory": {StartTime: time.Unix(0, 0)},
+		"bbolt":  {StartTime: time.Unix(0, 0), StateDir: t.TempDir()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := stream.NewBuilder(stream.NoCaching())
+			counts := stream.From(b, serde.String(), serde.String(), []string{"views"}).
+				GroupByKey(serde.String(), serde.String()).
+				WindowedBy(window.Tumbling(time.Minute, time.Hour)).Count()
+			minutes := window.TimeWindowedSerde(serde.String(), time.Minute)
+			stream.ToStream(counts).To("counts", minutes, serde.Nullable(serde.Int64()))
+			topo, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := topologytest.New(topo, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			in := topologytest.NewInputTopic(d, "views", serde.String(), serde.String())
+			out := topologytest.NewOutputTopic(d, "counts", minutes, serde.Int64())
+			pipe := func(sec int64) {
+				t.Helper()
+				if err := in.PipeAt("ann", "/", time.Unix(sec, 0)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pipe(10)
+			pipe(70)
+			if err := d.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			pipe(20)
+			pipe(80)
+			recs, err := out.ReadRecords()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range recs {
+				got = append(got, fmt.Sprintf("%d=%d", r.Key.Window.StartMs(), r.Value))
+			}
+			if want := []string{"0=1", "60000=1", "0=2", "60000=2"}; !slices.Equal(got, want) {
+				t.Fatalf("counts %q, want %q", got, want)
+			}
+		})
 	}
 }

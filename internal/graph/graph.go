@@ -11,6 +11,7 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/windowstore"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -77,6 +78,13 @@ func (n *Node) TopicNames(appID string) []string {
 	return out
 }
 
+// Kinds of store (Store.Kind).
+const (
+	KindKeyValue = ""
+	KindWindow   = "window"
+	KindSession  = "session"
+)
+
 // Store is a state store of the topology.
 type Store struct {
 	Name       string
@@ -90,6 +98,15 @@ type Store struct {
 	ValueSerde string
 	// NewTyped makes the typed store (a statestore.KeyValueStore[K, V]) over its buffer.
 	NewTyped func(buf *kvstore.Buffer, topic string, m kvstore.Metrics) any
+	// Segments, when set, keeps the store in time segments (a window or session store):
+	// its backend is a kvstore.Segmented over the task's.
+	Segments *kvstore.SegmentSpec
+	// Kind is what queries see of the store: KindKeyValue, KindWindow or KindSession.
+	// Windows reads committed windows or sessions of a window or session store, and
+	// KeyToJSON deserializes a stored key, for interactive queries.
+	Kind      string
+	Windows   func(be kvstore.Backend, topic string, q windowstore.Range) ([]windowstore.Raw, error)
+	KeyToJSON func(key []byte, topic string) (any, error)
 	// Keys and Values are the store's serde.Serde[K] and serde.Serde[V], for typed
 	// interactive queries.
 	Keys, Values any

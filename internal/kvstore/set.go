@@ -110,17 +110,33 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 		}
 		return b
 	}
+	var written []func() error // segmented stores: update their state once written
 	for _, name := range s.names {
 		b := s.buffers[name]
-		if len(b.dirty) > 0 {
-			batchOf(b.backend).Writes[name] = b.sortedDirty()
+		be := b.backend
+		if sg, ok := be.(*Segmented); ok {
+			be = sg.inner // one write per real backend
+			if len(b.dirty) > 0 {
+				fn, err := sg.join(batchOf(be), b.sortedDirty())
+				if err != nil {
+					return fmt.Errorf("statestore: flush: %w", err)
+				}
+				written = append(written, fn)
+			}
+		} else if len(b.dirty) > 0 {
+			batchOf(be).Writes[name] = b.sortedDirty()
 		}
 		if off, ok := checkpoints[name]; ok {
-			batchOf(b.backend).Checkpoints[name] = off
+			batchOf(be).Checkpoints[name] = off
 		}
 	}
 	for be, batch := range batches {
 		if err := be.Write(*batch); err != nil {
+			return fmt.Errorf("statestore: flush: %w", err)
+		}
+	}
+	for _, fn := range written {
+		if err := fn(); err != nil {
 			return fmt.Errorf("statestore: flush: %w", err)
 		}
 	}

@@ -152,14 +152,18 @@ func New(cfg Config) (*Task, error) {
 		topic := names.ChangelogTopic(cfg.ApplicationID, st.Name)
 		var buf *kvstore.Buffer
 		var err error
+		be := cfg.Stores.Backend()
 		if st.InMemory {
 			if cfg.MemoryBackend == nil {
 				cfg.MemoryBackend = kvstore.NewMemoryBackend()
 				t.cfg.MemoryBackend = cfg.MemoryBackend
 			}
-			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, cfg.MemoryBackend)
+			be = cfg.MemoryBackend
+		}
+		if st.Segments != nil {
+			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, kvstore.NewSegmented(be, st.Name, *st.Segments))
 		} else {
-			buf, err = cfg.Stores.Register(st.Name, st.Logged)
+			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, be)
 		}
 		if err != nil {
 			cancel()

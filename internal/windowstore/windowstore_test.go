@@ -26,10 +26,11 @@ func (r *recorder) WriteChange(_ string, key, value []byte) error {
 
 func ms(n int64) time.Time { return window.Millis(n) }
 
-func newSet(t *testing.T, be kvstore.Backend, name string) (*kvstore.Set, *kvstore.Buffer) {
+// newSet registers the store name in time segments of be, as a task does.
+func newSet(t testing.TB, be kvstore.Backend, name string, spec kvstore.SegmentSpec) (*kvstore.Set, *kvstore.Buffer) {
 	t.Helper()
 	set := kvstore.NewSet(be)
-	buf, err := set.Register(name, true)
+	buf, err := set.RegisterIn(name, true, kvstore.NewSegmented(be, name, spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func newSet(t *testing.T, be kvstore.Backend, name string) (*kvstore.Set, *kvsto
 }
 
 // commit logs the set's changes and flushes it, as a task's commit does.
-func commit(t *testing.T, set *kvstore.Set) []change {
+func commit(t testing.TB, set *kvstore.Set) []change {
 	t.Helper()
 	var r recorder
 	if err := set.LogChanges(&r); err != nil {
@@ -62,7 +63,7 @@ func collect[K, V any](seq iter.Seq2[window.Windowed[K], V], errf func() error) 
 }
 
 func TestWindowStoreFetch(t *testing.T) {
-	set, buf := newSet(t, kvstore.NewMemoryBackend(), "w")
+	set, buf := newSet(t, kvstore.NewMemoryBackend(), "w", windowstore.WindowSegments(time.Hour))
 	ws := windowstore.NewWindowStore(buf, "w-changelog", serde.String(), serde.String(), 10*time.Millisecond, time.Hour)
 	for _, p := range []struct {
 		k     string
@@ -108,7 +109,7 @@ func TestWindowStoreFetch(t *testing.T) {
 // its committed value when a transaction aborts.
 func TestWindowStoreRetention(t *testing.T) {
 	be := kvstore.NewMemoryBackend()
-	set, buf := newSet(t, be, "w")
+	set, buf := newSet(t, be, "w", windowstore.WindowSegments(50*time.Millisecond))
 	ws := windowstore.NewWindowStore(buf, "t", serde.String(), serde.String(), 10*time.Millisecond, 50*time.Millisecond)
 	must := func(err error) {
 		t.Helper()
@@ -142,7 +143,7 @@ func TestWindowStoreRetention(t *testing.T) {
 		}
 	}
 	// Reopened over the same backend: the observed time is found in the data.
-	_, buf2 := newSet(t, be, "w")
+	_, buf2 := newSet(t, be, "w", windowstore.WindowSegments(50*time.Millisecond))
 	ws2 := windowstore.NewWindowStore(buf2, "t", serde.String(), serde.String(), 10*time.Millisecond, 50*time.Millisecond)
 	if got, want := collect(ws2.FetchRange("k", ms(0), ms(100))), []string{"k@40-50=40", "k@50-60=50"}; !slices.Equal(got, want) {
 		t.Fatalf("reopened: %q, want %q", got, want)
@@ -151,7 +152,7 @@ func TestWindowStoreRetention(t *testing.T) {
 
 func TestSessionStore(t *testing.T) {
 	be := kvstore.NewMemoryBackend()
-	set, buf := newSet(t, be, "s")
+	set, buf := newSet(t, be, "s", windowstore.SessionSegments(100*time.Millisecond))
 	ss := windowstore.NewSessionStore(buf, "t", serde.String(), serde.Int64(), 100*time.Millisecond)
 	sess := func(k string, start, end int64) window.Windowed[string] {
 		return window.Windowed[string]{Key: k, Window: window.At(start, end)}

@@ -1,0 +1,180 @@
+package eddy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/windowstore"
+)
+
+// routeWindows adds the query routes of window and session stores:
+//
+//	GET /stores/{store}/windows/{key}?from=&to=[&backward=true]   the windows of key that start in [from, to]
+//	GET /stores/{store}/windows?from=&to=[&backward=true]         the windows of every local key that start in [from, to]
+//	GET /stores/{store}/sessions/{key}?from=&to=[&backward=true]  the sessions of key that end at or after from and start at or before to
+//	GET /stores/{store}/sessions?from=&to=[&backward=true]        the same, of every local key
+//
+// from and to are milliseconds since the epoch or RFC 3339 times (2024-05-01T12:00:00Z);
+// both are optional (the epoch, and no upper bound). A query of one key is answered by
+// the instance holding it (forwarded once, as /keys/ queries); a query of every key
+// answers from the partitions this instance holds. The answer is 200
+//
+//	{"store": "...", "key": "..." (a query of one key), "from": ms, "to": ms,
+//	 "windows" (or "sessions"): [{"key": ..., "start": ms, "end": ms,
+//	   "startTime": "RFC 3339", "endTime": "RFC 3339", "value": ...}, ...]}
+//
+// with an empty list when nothing matches; windows of one key oldest first (newest first
+// with backward=true), sessions by end then start, and a query of every key by start,
+// then key bytes. Errors: 404 for an unknown store; 400 naming the parameter for a bad
+// time, a bad backward flag, or from after to; 400 for a key that does not parse; 400
+// saying the store's kind when it is not a window (session) store; 503 while the
+// partition is not ready.
+func (h *handler) routeWindows(mux *http.ServeMux) {
+	for _, kind := range []string{graph.KindWindow, graph.KindSession} {
+		serve := func(w http.ResponseWriter, r *http.Request) { h.serveWindows(w, r, kind) }
+		mux.Handle("GET /stores/{store}/"+kind+"s/{key}", h.authorized(serve))
+		mux.Handle("GET /stores/{store}/"+kind+"s", h.authorized(serve))
+	}
+}
+
+// errBadParam is a query parameter that does not parse; its message is for the client.
+type errBadParam struct{ msg string }
+
+func (e *errBadParam) Error() string { return e.msg }
+
+// parseTimeParam reads a time parameter: milliseconds since the epoch, or RFC 3339.
+func parseTimeParam(r *http.Request, name string, def int64) (int64, error) {
+	text := r.URL.Query().Get(name)
+	if text == "" {
+		return def, nil
+	}
+	if ms, err := strconv.ParseInt(text, 10, 64); err == nil {
+		return ms, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, text)
+	if err != nil {
+		return 0, &errBadParam{fmt.Sprintf("%s: %q is neither milliseconds since the epoch nor an RFC 3339 time (2024-05-01T12:00:00Z)", name, text)}
+	}
+	return t.UnixMilli(), nil
+}
+
+// windowRange reads from, to and backward.
+func windowRange(r *http.Request) (windowstore.Range, error) {
+	var q windowstore.Range
+	var err error
+	if q.From, err = parseTimeParam(r, "from", 0); err != nil {
+		return q, err
+	}
+	if q.To, err = parseTimeParam(r, "to", math.MaxInt64); err != nil {
+		return q, err
+	}
+	if q.From > q.To {
+		return q, &errBadParam{fmt.Sprintf("from (%d) is after to (%d): the time range is empty", q.From, q.To)}
+	}
+	if b := r.URL.Query().Get("backward"); b != "" {
+		if q.Backward, err = strconv.ParseBool(b); err != nil {
+			return q, &errBadParam{fmt.Sprintf("backward: %q is not true or false", b)}
+		}
+	}
+	return q, nil
+}
+
+// windowJSON is one window (session) of an answer.
+type windowJSON struct {
+	Key       any    `json:"key"`
+	Start     int64  `json:"start"`
+	End       int64  `json:"end"`
+	StartTime string `json:"startTime"`
+	EndTime   string `json:"endTime"`
+	Value     any    `json:"value"`
+}
+
+// rfc3339Ms formats a window bound in UTC with milliseconds.
+func rfc3339Ms(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+func (h *handler) serveWindows(w http.ResponseWriter, r *http.Request, kind string) {
+	a := h.app
+	storeName, keyText := r.PathValue("store"), r.PathValue("key")
+	byKey := strings.Contains(r.Pattern, "{key}")
+	st, ok := a.g.Stores[storeName]
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no store %q", storeName))
+		return
+	}
+	if st.Kind != kind {
+		writeError(w, http.StatusBadRequest, kindMessage(st, kind))
+		return
+	}
+	q, err := windowRange(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rt, err := a.queryRuntime()
+	if err != nil {
+		h.notReady(w, r, err)
+		return
+	}
+	topic := rt.changelogTopic(storeName)
+	if byKey {
+		if q.Key, err = st.KeyFromText(keyText, topic); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("key %q does not parse as a %s key", keyText, st.KeyType))
+			h.log.Debug("query key does not parse", "path", r.URL.Path, "error", err)
+			return
+		}
+	}
+	raws, err := rt.queryWindows(st, q)
+	var nl *NotLocalError
+	switch {
+	case errors.As(err, &nl):
+		if nl.Owner == "" || nl.Owner == a.cfg.AdvertisedAddr || r.Header.Get(forwardedHeader) != "" {
+			h.notReady(w, r, err)
+			return
+		}
+		h.forward(w, r, nl.Owner)
+		return
+	case errors.Is(err, ErrNotReady):
+		h.notReady(w, r, err)
+		return
+	case err != nil:
+		h.internalError(w, r, "reading the store failed", err)
+		return
+	}
+	list := make([]windowJSON, 0, len(raws))
+	for _, raw := range raws {
+		wj := windowJSON{Start: raw.Start, End: raw.End, StartTime: rfc3339Ms(raw.Start), EndTime: rfc3339Ms(raw.End)}
+		if byKey {
+			wj.Key = keyText
+		} else if wj.Key, err = st.KeyToJSON(raw.Key, topic); err != nil {
+			h.internalError(w, r, "a stored key does not deserialize", err)
+			return
+		}
+		if wj.Value, err = st.ValueToJSON(raw.Value, topic); err != nil {
+			h.internalError(w, r, "a stored value does not deserialize", err)
+			return
+		}
+		list = append(list, wj)
+	}
+	answer := map[string]any{"store": storeName, "from": q.From, "to": q.To, kind + "s": list}
+	if byKey {
+		answer["key"] = keyText
+	}
+	body, err := json.Marshal(answer)
+	if err != nil {
+		h.internalError(w, r, "the stored values do not encode as JSON", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
+}

@@ -1,0 +1,470 @@
+package kvstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// This file keeps the stores of windows and sessions in time segments, as Kafka Streams'
+// segmented stores do (AbstractSegments, KeyValueSegments, 4.1.1): a store's keys are
+// spread over segments of SegmentInterval(retention) milliseconds by the time inside each
+// key (a window's start, a session's end), each segment one store of the inner backend
+// (one bbolt bucket), so expiring a segment is one bucket delete rather than a delete per
+// key. Keys stay the changelog's bytes: a Segmented backend routes every written key to
+// its segment by its time, the same for a commit's flush and for a restore's batches,
+// and restore needs nothing of its own.
+
+// SegmentSpec says how a store is cut into time segments.
+type SegmentSpec struct {
+	// Retention is how long, in milliseconds, the store keeps data after its observed
+	// stream time (the largest time of any key written to it).
+	Retention int64
+	// Time returns the time of a key (a window's start, a session's end), which decides
+	// its segment. An error names what is wrong with the key.
+	Time func(key []byte) (int64, error)
+}
+
+// SegmentInterval is Kafka Streams' default segment interval of a window or session store
+// of the given retention (Stores.persistentWindowStore, RocksDbSessionBytesStoreSupplier):
+// max(retention/2, 60 s), in milliseconds. A store then has at most three live segments.
+func SegmentInterval(retention int64) int64 { return max(retention/2, 60_000) }
+
+// NoObservedTime is the observed stream time of a store that was never written (Kafka
+// Streams' ConsumerRecord.NO_TIMESTAMP).
+const NoObservedTime = -1
+
+// Segmented is a Backend holding one store in time segments of an inner backend. Its
+// store's keys are written to, read from and counted over the segments; its checkpoint
+// stays the inner backend's checkpoint of the store. Next to the segments the inner
+// backend holds the store's segment list, "<store>/segments": the observed stream time
+// (written with the data, in the same write) and one key per live segment, so opening
+// the store finds both without reading its data.
+//
+// A write advances the observed stream time to the largest time among its keys (puts and
+// deletes, as Kafka Streams' segmented stores do) and drops what falls in an expired
+// segment: one whose id is below SegmentID(observed - retention). The expired segments
+// themselves are dropped right after the write, each with one Wipe of the inner
+// backend; a crash in between leaves them listed, and they are dropped when the store
+// is next opened. Expired data is invisible before it is dropped (the window store
+// layer filters by time), so dropping is only about space.
+//
+// Reads may come from other goroutines (interactive queries) while the task writes.
+type Segmented struct {
+	inner     Backend
+	store     string
+	spec      SegmentSpec
+	interval  int64
+	metaStore string
+
+	mu       sync.RWMutex
+	loaded   bool
+	observed int64
+	segments []int64 // live segment ids, ascending
+}
+
+// NewSegmented makes the segmented backend of store over inner.
+func NewSegmented(inner Backend, store string, spec SegmentSpec) *Segmented {
+	return &Segmented{inner: inner, store: store, spec: spec, interval: SegmentInterval(spec.Retention),
+		metaStore: store + "/segments", observed: NoObservedTime}
+}
+
+// Keys of the segment list.
+var (
+	observedKey   = []byte("observed")
+	segmentPrefix = []byte("segment/")
+)
+
+// Interval is the segment interval in milliseconds.
+func (s *Segmented) Interval() int64 { return s.interval }
+
+// SegmentID is the segment of a time: time / interval, as Kafka Streams computes it
+// (Java's integer division, which truncates like Go's).
+func (s *Segmented) SegmentID(ts int64) int64 { return ts / s.interval }
+
+// SegmentStore is the inner backend's name of a segment: the store's name, a slash (no
+// store or topic name has one, so it cannot clash) and the segment id.
+func (s *Segmented) SegmentStore(id int64) string {
+	return s.store + "/segment-" + strconv.FormatInt(id, 10)
+}
+
+// ObservedTime returns the store's committed observed stream time: the largest time of
+// a key written to it, or NoObservedTime.
+func (s *Segmented) ObservedTime() (int64, error) {
+	obs, _, err := s.state()
+	return obs, err
+}
+
+// Segments returns the ids of the live segments, ascending.
+func (s *Segmented) Segments() ([]int64, error) {
+	_, segs, err := s.state()
+	return segs, err
+}
+
+// state returns the observed time and the live segments, loading them on first use.
+func (s *Segmented) state() (int64, []int64, error) {
+	s.mu.RLock()
+	if s.loaded {
+		defer s.mu.RUnlock()
+		return s.observed, s.segments, nil
+	}
+	s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.loadLocked(); err != nil {
+		return 0, nil, err
+	}
+	return s.observed, s.segments, nil
+}
+
+// loadLocked reads the segment list and drops the segments it lists as expired (left by
+// a crash between a write and its drops).
+func (s *Segmented) loadLocked() error {
+	if s.loaded {
+		return nil
+	}
+	it, err := s.inner.Iterate(s.metaStore, nil, nil)
+	if err != nil {
+		return s.fail("read the segment list", err)
+	}
+	observed, segs := int64(NoObservedTime), []int64(nil)
+	for it.Next() {
+		k, v := it.Key(), it.Value()
+		switch {
+		case bytes.Equal(k, observedKey) && len(v) == 8:
+			observed = int64(binary.BigEndian.Uint64(v))
+		case bytes.HasPrefix(k, segmentPrefix) && len(k) == len(segmentPrefix)+8:
+			segs = append(segs, int64(binary.BigEndian.Uint64(k[len(segmentPrefix):])))
+		default:
+			it.Close()
+			return s.fail("read the segment list", fmt.Errorf("unexpected entry %q = %x in %q", k, v, s.metaStore))
+		}
+	}
+	if err := errors.Join(it.Err(), it.Close()); err != nil {
+		return s.fail("read the segment list", err)
+	}
+	slices.Sort(segs) // big-endian ids of non-negative times sort as the bytes do; be sure
+	s.observed, s.segments, s.loaded = observed, segs, true
+	return s.dropExpiredLocked()
+}
+
+func (s *Segmented) fail(op string, err error) error {
+	return fmt.Errorf("statestore: store %q: %s: %w", s.store, op, err)
+}
+
+// minLive is the id of the oldest live segment for an observed time (Kafka Streams'
+// AbstractSegments.cleanupExpiredSegments).
+func (s *Segmented) minLive(observed int64) int64 { return s.SegmentID(observed - s.spec.Retention) }
+
+// dropExpiredLocked drops the segments below the oldest live one: a Wipe of each (one
+// bucket delete in bbolt), then one write removing them from the list. A crash between
+// the two leaves listed segments that are gone, which the next drop wipes again
+// harmlessly.
+func (s *Segmented) dropExpiredLocked() error {
+	if s.observed == NoObservedTime {
+		return nil
+	}
+	live := s.minLive(s.observed)
+	n := 0
+	for n < len(s.segments) && s.segments[n] < live {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	var unlist []Entry
+	for _, id := range s.segments[:n] {
+		if err := s.inner.Wipe(s.SegmentStore(id)); err != nil {
+			return s.fail("drop expired segment", err)
+		}
+		unlist = append(unlist, Entry{Key: segmentKey(id)})
+	}
+	if err := s.inner.Write(Batch{Writes: map[string][]Entry{s.metaStore: unlist}}); err != nil {
+		return s.fail("drop expired segment", err)
+	}
+	s.segments = slices.Clone(s.segments[n:])
+	return nil
+}
+
+func segmentKey(id int64) []byte {
+	return binary.BigEndian.AppendUint64(slices.Clone(segmentPrefix), uint64(id))
+}
+
+// pendingWrite is what a translated write changes in the store's state once written.
+type pendingWrite struct {
+	observed int64
+	segments []int64
+}
+
+// translate turns the entries of the store into writes of its segments and of its
+// segment list, added to into; keys of expired segments are left out, and deletes of
+// keys in segments that do not exist.
+func (s *Segmented) translate(into *Batch, entries []Entry) (pendingWrite, error) {
+	observed, segs, err := s.state()
+	if err != nil {
+		return pendingWrite{}, err
+	}
+	before := observed
+	times := make([]int64, len(entries))
+	for i, e := range entries {
+		ts, err := s.spec.Time(e.Key)
+		if err != nil {
+			return pendingWrite{}, s.fail("write", fmt.Errorf("key %x: %w", e.Key, err))
+		}
+		times[i], observed = ts, max(observed, ts)
+	}
+	p := pendingWrite{observed: observed, segments: slices.Clone(segs)}
+	live := s.minLive(observed)
+	var list []Entry
+	for i, e := range entries {
+		id := s.SegmentID(times[i])
+		if id < live {
+			continue // Kafka Streams: "Skipping record for expired segment."
+		}
+		if _, found := slices.BinarySearch(p.segments, id); !found {
+			if e.Value == nil {
+				continue // nothing to delete: the segment does not exist
+			}
+			p.segments = append(p.segments, id)
+			slices.Sort(p.segments)
+			list = append(list, Entry{Key: segmentKey(id), Value: []byte{1}})
+		}
+		name := s.SegmentStore(id)
+		into.Writes[name] = append(into.Writes[name], e)
+	}
+	if observed != before {
+		list = append(list, Entry{Key: observedKey, Value: binary.BigEndian.AppendUint64(nil, uint64(observed))})
+	}
+	if len(list) > 0 {
+		SortEntries(list)
+		into.Writes[s.metaStore] = append(into.Writes[s.metaStore], list...)
+	}
+	return p, nil
+}
+
+// apply makes a written translation the store's state and drops the segments it expired.
+func (s *Segmented) apply(p pendingWrite) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observed, s.segments = p.observed, p.segments
+	return s.dropExpiredLocked()
+}
+
+// join adds the store's dirty entries (and its checkpoint) to the batch of the inner
+// backend, so that a flush writes every store of a task in one transaction; the
+// returned function, called once that batch is written, updates the store's state.
+func (s *Segmented) join(into *Batch, entries []Entry) (func() error, error) {
+	p, err := s.translate(into, entries)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return s.apply(p) }, nil
+}
+
+// Write writes the batch: entries of the store go to their segments, with its segment
+// list, in one write of the inner backend; entries of other stores pass through.
+func (s *Segmented) Write(b Batch) error {
+	in := Batch{Writes: map[string][]Entry{}, Checkpoints: b.Checkpoints}
+	var p pendingWrite
+	joined := false
+	for store, entries := range b.Writes {
+		if store != s.store {
+			in.Writes[store] = entries
+			continue
+		}
+		var err error
+		if p, err = s.translate(&in, entries); err != nil {
+			return err
+		}
+		joined = true
+	}
+	if err := s.inner.Write(in); err != nil {
+		return err
+	}
+	if !joined {
+		return nil
+	}
+	return s.apply(p)
+}
+
+// Get reads key from its segment; a key of a segment that is not live is absent.
+func (s *Segmented) Get(store string, key []byte) ([]byte, error) {
+	if store != s.store {
+		return s.inner.Get(store, key)
+	}
+	_, segs, err := s.state()
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.spec.Time(key)
+	if err != nil {
+		return nil, s.fail("get", fmt.Errorf("key %x: %w", key, err))
+	}
+	id := s.SegmentID(ts)
+	if _, ok := slices.BinarySearch(segs, id); !ok {
+		return nil, nil
+	}
+	return s.inner.Get(s.SegmentStore(id), key)
+}
+
+// Iterate walks [from, to) of every live segment, merged in key order: the order of the
+// store's keys, as the write buffer above expects.
+func (s *Segmented) Iterate(store string, from, to []byte) (BytesIterator, error) {
+	if store != s.store {
+		return s.inner.Iterate(store, from, to)
+	}
+	_, segs, err := s.state()
+	if err != nil {
+		return nil, err
+	}
+	its := make([]BytesIterator, 0, len(segs))
+	for _, id := range segs {
+		it, err := s.inner.Iterate(s.SegmentStore(id), from, to)
+		if err != nil {
+			for _, it := range its {
+				it.Close()
+			}
+			return nil, err
+		}
+		its = append(its, it)
+	}
+	if len(its) == 1 {
+		return its[0], nil
+	}
+	return &unionIterator{its: its}, nil
+}
+
+// Count adds up the keys of the live segments.
+func (s *Segmented) Count(store string) (int64, error) {
+	if store != s.store {
+		return s.inner.Count(store)
+	}
+	_, segs, err := s.state()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range segs {
+		c, err := s.inner.Count(s.SegmentStore(id))
+		if err != nil {
+			return 0, err
+		}
+		n += c
+	}
+	return n, nil
+}
+
+// Checkpoint is the inner backend's checkpoint of the store.
+func (s *Segmented) Checkpoint(store string) (int64, bool, error) { return s.inner.Checkpoint(store) }
+
+// Wipe empties the store: every listed segment, the list, and its checkpoint.
+func (s *Segmented) Wipe(store string) error {
+	if store != s.store {
+		return s.inner.Wipe(store)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The list, read without dropping anything: every segment it names is wiped.
+	s.loaded = false
+	it, err := s.inner.Iterate(s.metaStore, segmentPrefix, nil)
+	if err != nil {
+		return s.fail("wipe", err)
+	}
+	var segs []int64
+	for it.Next() {
+		if k := it.Key(); bytes.HasPrefix(k, segmentPrefix) && len(k) == len(segmentPrefix)+8 {
+			segs = append(segs, int64(binary.BigEndian.Uint64(k[len(segmentPrefix):])))
+		}
+	}
+	if err := errors.Join(it.Err(), it.Close()); err != nil {
+		return s.fail("wipe", err)
+	}
+	for _, id := range segs {
+		if err := s.inner.Wipe(s.SegmentStore(id)); err != nil {
+			return s.fail("wipe", err)
+		}
+	}
+	if err := s.inner.Wipe(s.metaStore); err != nil {
+		return s.fail("wipe", err)
+	}
+	if err := s.inner.Wipe(s.store); err != nil {
+		return err
+	}
+	s.observed, s.segments, s.loaded = NoObservedTime, nil, true
+	return nil
+}
+
+// Close closes the inner backend (closing a backend twice is harmless).
+func (s *Segmented) Close() error { return s.inner.Close() }
+
+// Inner is the backend holding the segments.
+func (s *Segmented) Inner() Backend { return s.inner }
+
+// beginUnsynced and endUnsynced pass a Restorer's fsync switch to the inner backend.
+func (s *Segmented) beginUnsynced() error {
+	if u, ok := s.inner.(unsyncedWriter); ok {
+		return u.beginUnsynced()
+	}
+	return nil
+}
+
+func (s *Segmented) endUnsynced() error {
+	if u, ok := s.inner.(unsyncedWriter); ok {
+		return u.endUnsynced()
+	}
+	return nil
+}
+
+// unionIterator merges iterators over disjoint key sets in key order.
+type unionIterator struct {
+	its     []BytesIterator
+	ok      []bool
+	started bool
+	cur     int
+	err     error
+}
+
+func (u *unionIterator) Next() bool {
+	if u.err != nil {
+		return false
+	}
+	if !u.started {
+		u.started = true
+		u.ok = make([]bool, len(u.its))
+		for i, it := range u.its {
+			u.ok[i] = it.Next()
+		}
+	} else if u.cur >= 0 {
+		u.ok[u.cur] = u.its[u.cur].Next()
+	}
+	u.cur = -1
+	for i, it := range u.its {
+		if !u.ok[i] {
+			if err := it.Err(); err != nil {
+				u.err = err
+				return false
+			}
+			continue
+		}
+		if u.cur < 0 || bytes.Compare(it.Key(), u.its[u.cur].Key()) < 0 {
+			u.cur = i
+		}
+	}
+	return u.cur >= 0
+}
+
+func (u *unionIterator) Key() []byte   { return u.its[u.cur].Key() }
+func (u *unionIterator) Value() []byte { return u.its[u.cur].Value() }
+func (u *unionIterator) Err() error    { return u.err }
+
+func (u *unionIterator) Close() error {
+	var errs []error
+	for _, it := range u.its {
+		errs = append(errs, it.Close())
+	}
+	return errors.Join(errs...)
+}
