@@ -56,10 +56,39 @@ const noTimestamp = -1
 // NewWindowStore makes the typed window store over buf. size is the windows' size (it
 // gives the ends of the windows returned), retention how long windows are kept; topic
 // is the name serdes see (the changelog topic).
-func NewWindowStore[K, V any](buf Bytes, topic string, keys serde.Serde[K], values serde.Serde[V], size, retention time.Duration) statestore.WindowStore[K, V] {
+func NewWindowStore[K, V any](buf Bytes, topic string, keys serde.Serde[K], values serde.Serde[V], size, retention time.Duration, opts ...Option) statestore.WindowStore[K, V] {
 	s := &windowStore[K, V]{base: base[K, V]{buf: buf, topic: topic, keys: keys, values: values, retention: retention.Milliseconds()}, size: size.Milliseconds()}
+	for _, o := range opts {
+		o(&s.dups)
+	}
 	buf.OnCommitEnd(s.commitEnded)
 	return s
+}
+
+// Option configures a window store.
+type Option func(*duplicates)
+
+// RetainDuplicates makes a window store keep every value put, as Kafka Streams' window
+// stores with retainDuplicates (the buffers of stream–stream joins): each put gets the
+// next sequence number of the key layout, so puts of one key and time do not replace
+// each other and come back in the order they were put. A null value (serialized to nil)
+// is not stored, but still advances the store's observed stream time (InMemoryWindowStore.put).
+// Fetch of a single window finds nothing in such a store.
+func RetainDuplicates() Option { return func(d *duplicates) { d.retain = true } }
+
+// duplicates is the state of a store that retains duplicates: the last sequence number
+// used. It is found with the observed stream time (one scan) after a restart, so new
+// puts never reuse a restored entry's number; it is not rolled back on abort (a gap in
+// the numbers changes no order).
+type duplicates struct {
+	retain bool
+	seqnum int32
+}
+
+// next is Kafka Streams' maybeUpdateSeqnumForDups: seqnum = (seqnum + 1) & 0x7FFFFFFF.
+func (d *duplicates) next() int32 {
+	d.seqnum = (d.seqnum + 1) & 0x7FFFFFFF
+	return d.seqnum
 }
 
 // NewSessionStore makes the typed session store over buf.
@@ -221,11 +250,25 @@ func after(p []byte) []byte {
 type windowStore[K, V any] struct {
 	base[K, V]
 	size int64
+	dups duplicates
 }
 
 func windowTime(b []byte) (int64, error) {
 	_, ts, _, err := windowkey.SplitWindowStore(b)
 	return ts, err
+}
+
+// observedTime is base's, also finding the last sequence number of a store that
+// retains duplicates.
+func (s *windowStore[K, V]) observedTime() (int64, error) {
+	if s.known || !s.dups.retain {
+		return s.base.observedTime(windowTime)
+	}
+	return s.base.observedTime(func(b []byte) (int64, error) {
+		_, ts, seq, err := windowkey.SplitWindowStore(b)
+		s.dups.seqnum = max(s.dups.seqnum, seq)
+		return ts, err
+	})
 }
 
 func (s *windowStore[K, V]) Put(k K, v V, start time.Time) error {
@@ -237,7 +280,7 @@ func (s *windowStore[K, V]) Put(k K, v V, start time.Time) error {
 	if err != nil {
 		return s.fail("put: serialize value", err)
 	}
-	obs, err := s.observedTime(windowTime)
+	obs, err := s.observedTime()
 	if err != nil {
 		return err
 	}
@@ -246,7 +289,14 @@ func (s *windowStore[K, V]) Put(k K, v V, start time.Time) error {
 	if ts <= s.observed-s.retention {
 		return nil // Kafka Streams: "Skipping record for expired segment."
 	}
-	s.buf.Put(windowkey.AppendWindowStore(nil, kb, ts, 0), vb)
+	var seq int32
+	if s.dups.retain {
+		if vb == nil {
+			return nil // a delete is a no-op in a store of duplicates
+		}
+		seq = s.dups.next()
+	}
+	s.buf.Put(windowkey.AppendWindowStore(nil, kb, ts, seq), vb)
 	return nil
 }
 
@@ -256,8 +306,8 @@ func (s *windowStore[K, V]) Fetch(k K, start time.Time) (V, bool, error) {
 	if err != nil {
 		return zero, false, err
 	}
-	obs, err := s.observedTime(windowTime)
-	if err != nil {
+	obs, err := s.observedTime()
+	if err != nil || s.dups.retain {
 		return zero, false, err
 	}
 	ts := start.UnixMilli()
@@ -284,7 +334,7 @@ func splitWindow(raw []byte) ([]byte, int64, int64, error) {
 // bounds clamps [from, to] to the live windows, as Kafka Streams' fetch does:
 // from = max(from, observed - retention + 1); ok is false for an empty range.
 func (s *windowStore[K, V]) bounds(from, to time.Time) (lo, hi int64, ok bool, err error) {
-	obs, err := s.observedTime(windowTime)
+	obs, err := s.observedTime()
 	if err != nil {
 		return 0, 0, false, err
 	}
