@@ -454,15 +454,19 @@ func streamStreamJoin[K, V1, V2, VR any](l Stream[K, V1], r Stream[K, V2], j fun
 	if o.retention != 0 {
 		b.fail("stream-stream join of %q and %q: Retention does not apply; the join's stores keep records for before + after + grace", l.node, r.node)
 	}
+	// As KStreamImpl.doJoin: a side whose key may have changed goes through a
+	// repartition topic first, <name>-left-repartition (-right-) with Named. Kafka Streams
+	// names it after the upstream node otherwise, a name eddy's repartition source would
+	// share with that node: here it is <node>-left-repartition (-right-).
 	if l.keyChanged {
-		name := l.node
+		name := l.node + "-left"
 		if o.name != "" {
 			name = o.name + "-left"
 		}
 		l = repartition(l, name, joined.keys, joined.left)
 	}
 	if r.keyChanged {
-		name := r.node
+		name := r.node + "-right"
 		if o.name != "" {
 			name = o.name + "-right"
 		}

@@ -292,3 +292,25 @@ func TestStreamLeftJoinClosesAfterNotAtWindowEnd(t *testing.T) {
 	h.pipe("r", "x", "R2", 6_001)
 	h.want("out", false, "a=L1+-@1000")
 }
+
+// A side whose key changed (here both) is repartitioned by its new key with the Joined
+// serdes before the join, as Kafka Streams' KStreamImpl.doJoin does; the join then
+// meets the records in the task of their new key.
+func TestStreamJoinRepartitionsKeyChangedSides(t *testing.T) {
+	b := stream.NewBuilder()
+	str := serde.String()
+	byPrefix := func(_ string, v string) string { return v[:1] }
+	l := stream.SelectKey(stream.From(b, str, str, []string{"l"}), byPrefix)
+	r := stream.SelectKey(stream.From(b, str, str, []string{"r"}), byPrefix)
+	stream.StreamJoin(l, r, func(a, c string) string { return a + "+" + c }, joinW, stream.JoinedWith(str, str, str)).To("out", str, str)
+	h := run(t, b)
+	h.pipe("l", "k1", "aL", 1_000)
+	h.pipe("r", "k2", "aR", 2_000)
+	h.pipe("r", "k3", "bR", 2_000)
+	h.want("out", false, "a=aL+aR@2000")
+	for _, topic := range []string{"topologytest-KSTREAM-KEY-SELECT-0000000001-left-repartition", "topologytest-KSTREAM-KEY-SELECT-0000000003-right-repartition"} {
+		if n := len(h.d.Records(topic)); n == 0 {
+			t.Errorf("repartition topic %s is empty", topic)
+		}
+	}
+}

@@ -41,7 +41,9 @@ func init() {
 // mostly moves forward by 0-2 s a record, with records now and then behind it by up to
 // 12 s (out of order: some within the windows and grace, some after), a few 40 s
 // behind (late for every window), now and then a jump of 30 s (windows close), and
-// bursts of one key at one time on one side (duplicates).
+// bursts of one key at one time on one side (duplicates). Times are multiples of 250 ms,
+// so records often fall exactly on a window's bounds and on the stream time at which
+// a window closes.
 func JoinInputs(topology string, seed uint64, n int) ([]Record, error) {
 	if !strings.HasPrefix(topology, "J") || Outputs[topology] == nil {
 		return nil, fmt.Errorf("kstreams: %q is not a join topology (%s)", topology, strings.Join(JoinTopologies, ", "))
@@ -54,12 +56,12 @@ func JoinInputs(topology string, seed uint64, n int) ([]Record, error) {
 		case r == 0:
 			cursor = cursor.Add(30 * time.Second)
 		case r < 25:
-			cursor = cursor.Add(time.Duration(g.rng.IntN(2001)) * time.Millisecond)
+			cursor = cursor.Add(time.Duration(g.rng.IntN(9)) * 250 * time.Millisecond)
 		}
 		ts := cursor
 		switch r := g.rng.IntN(10); {
 		case r < 2:
-			ts = cursor.Add(-time.Duration(g.rng.IntN(12_000)) * time.Millisecond)
+			ts = cursor.Add(-time.Duration(g.rng.IntN(48)) * 250 * time.Millisecond)
 		case r == 2 && g.rng.IntN(3) == 0:
 			ts = cursor.Add(-40 * time.Second)
 		}
