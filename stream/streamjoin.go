@@ -379,34 +379,41 @@ func (s *joinSide[K, VT, VO, V1, V2, VR]) emitClosed(r processor.Record[K, VT]) 
 	}
 	var emitted []sideKey[K]
 	leftOpen, rightOpen := false, false
+	// Kafka Streams' ListValueStore iterates the values of a key one by one, and the
+	// loop sets minTime and checks for the end at each value, not each key: with
+	// duplicates the loop stops, and minTime ends, at another value than per key.
+scan:
 	for it.Next() {
 		k := it.Key()
-		s.t.minTime.Set(k.ts)
-		if leftOpen && rightOpen {
-			break // no more candidates on either side
-		}
-		// A left record waits for right records up to after its time, a right record
-		// for left records up to before it.
-		lookBack := s.p.w.BeforeMs()
-		if k.left {
-			lookBack = s.p.w.AfterMs()
-		}
-		if k.ts+lookBack+grace >= streamTime {
-			if k.left {
-				leftOpen = true
-			} else {
-				rightOpen = true
-			}
-			continue
-		}
+		keyEmitted := false
 		for _, v := range it.Value() {
+			s.t.minTime.Set(k.ts)
+			if leftOpen && rightOpen {
+				break scan // no more candidates on either side
+			}
+			// A left record waits for right records up to after its time, a right
+			// record for left records up to before it.
+			lookBack := s.p.w.BeforeMs()
+			if k.left {
+				lookBack = s.p.w.AfterMs()
+			}
+			if k.ts+lookBack+grace >= streamTime {
+				if k.left {
+					leftOpen = true
+				} else {
+					rightOpen = true
+				}
+				continue
+			}
 			out := processor.Record[K, VR]{Key: k.key, Value: s.p.unmatched(v.left, v.right), Timestamp: window.Millis(k.ts), Headers: r.Headers}
 			if err := s.ctx.Forward(out); err != nil {
 				it.Close()
 				return err
 			}
+			if !keyEmitted {
+				emitted, keyEmitted = append(emitted, k), true
+			}
 		}
-		emitted = append(emitted, k)
 	}
 	if err := errors.Join(it.Err(), it.Close()); err != nil {
 		return err

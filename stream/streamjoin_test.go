@@ -314,3 +314,20 @@ func TestStreamJoinRepartitionsKeyChangedSides(t *testing.T) {
 		}
 	}
 }
+
+// The look for closed windows goes through the shared store value by value, as Kafka
+// Streams' ListValueStore iterates it, and stops at the first value after both sides
+// have met an open window, leaving minTime at that value's time. Here it stops at the
+// second of L1, L2 (4 s), not at L3 (5 s), so the record at 11.25 s looks again and
+// emits R2, L1 and L2 (found by the differential test J3, seed 10).
+func TestStreamOuterJoinScansValueByValue(t *testing.T) {
+	h := run(t, buildJoin(outerJoin, joinW))
+	h.pipe("r", "k3", "R1", 10_000)
+	h.pipe("l", "k2", "L1", 14_000)
+	h.pipe("l", "k2", "L2", 14_000)
+	h.pipe("r", "k1", "R2", 14_000)
+	h.pipe("l", "k2", "L3", 15_000)
+	h.pipe("r", "k1", "R3", 20_750) // emits R1; R2 and k2's L1 are open; stops at L2
+	h.pipe("l", "k2", "L4", 21_250)
+	h.want("out", false, "k3=-+R1@10000 k1=-+R2@14000 k2=L1+-@14000 k2=L2+-@14000")
+}
