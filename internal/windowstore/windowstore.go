@@ -77,12 +77,12 @@ type Option func(*duplicates)
 func RetainDuplicates() Option { return func(d *duplicates) { d.retain = true } }
 
 // duplicates is the state of a store that retains duplicates: the last sequence number
-// used. It is found with the observed stream time (one scan) after a restart, so new
-// puts never reuse a restored entry's number; it is not rolled back on abort (a gap in
-// the numbers changes no order).
+// used. The first put after the store opens finds the largest in the store (one scan),
+// so new puts never reuse a restored entry's number and sort after it; it is not rolled
+// back on abort (a gap in the numbers changes no order).
 type duplicates struct {
-	retain bool
-	seqnum int32
+	retain, known bool
+	seqnum        int32
 }
 
 // next is Kafka Streams' maybeUpdateSeqnumForDups: seqnum = (seqnum + 1) & 0x7FFFFFFF.
@@ -258,17 +258,27 @@ func windowTime(b []byte) (int64, error) {
 	return ts, err
 }
 
-// observedTime is base's, also finding the last sequence number of a store that
-// retains duplicates.
-func (s *windowStore[K, V]) observedTime() (int64, error) {
-	if s.known || !s.dups.retain {
-		return s.base.observedTime(windowTime)
+// nextSeq is the sequence number of the next put into a store of duplicates.
+func (s *windowStore[K, V]) nextSeq() (int32, error) {
+	if !s.dups.known {
+		it, err := s.buf.Iterate(nil, nil)
+		if err != nil {
+			return 0, s.fail("put: find the last sequence number", err)
+		}
+		for it.Next() {
+			_, _, seq, err := windowkey.SplitWindowStore(it.Key())
+			if err != nil {
+				it.Close()
+				return 0, s.fail("put: find the last sequence number", err)
+			}
+			s.dups.seqnum = max(s.dups.seqnum, seq)
+		}
+		if err := errors.Join(it.Err(), it.Close()); err != nil {
+			return 0, s.fail("put: find the last sequence number", err)
+		}
+		s.dups.known = true
 	}
-	return s.base.observedTime(func(b []byte) (int64, error) {
-		_, ts, seq, err := windowkey.SplitWindowStore(b)
-		s.dups.seqnum = max(s.dups.seqnum, seq)
-		return ts, err
-	})
+	return s.dups.next(), nil
 }
 
 func (s *windowStore[K, V]) Put(k K, v V, start time.Time) error {
@@ -280,7 +290,7 @@ func (s *windowStore[K, V]) Put(k K, v V, start time.Time) error {
 	if err != nil {
 		return s.fail("put: serialize value", err)
 	}
-	obs, err := s.observedTime()
+	obs, err := s.observedTime(windowTime)
 	if err != nil {
 		return err
 	}
@@ -294,7 +304,9 @@ func (s *windowStore[K, V]) Put(k K, v V, start time.Time) error {
 		if vb == nil {
 			return nil // a delete is a no-op in a store of duplicates
 		}
-		seq = s.dups.next()
+		if seq, err = s.nextSeq(); err != nil {
+			return err
+		}
 	}
 	s.buf.Put(windowkey.AppendWindowStore(nil, kb, ts, seq), vb)
 	return nil
@@ -306,7 +318,7 @@ func (s *windowStore[K, V]) Fetch(k K, start time.Time) (V, bool, error) {
 	if err != nil {
 		return zero, false, err
 	}
-	obs, err := s.observedTime()
+	obs, err := s.observedTime(windowTime)
 	if err != nil || s.dups.retain {
 		return zero, false, err
 	}
@@ -334,7 +346,7 @@ func splitWindow(raw []byte) ([]byte, int64, int64, error) {
 // bounds clamps [from, to] to the live windows, as Kafka Streams' fetch does:
 // from = max(from, observed - retention + 1); ok is false for an empty range.
 func (s *windowStore[K, V]) bounds(from, to time.Time) (lo, hi int64, ok bool, err error) {
-	obs, err := s.observedTime()
+	obs, err := s.observedTime(windowTime)
 	if err != nil {
 		return 0, 0, false, err
 	}
