@@ -41,6 +41,39 @@
 // plain values. Names of generated nodes and stores follow Kafka Streams'
 // (KSTREAM-FILTER-0000000003), so Describe reads the same.
 //
+// # Stream–stream joins
+//
+// StreamJoin, StreamLeftJoin and StreamOuterJoin join two streams within
+// window.JoinWindows, as Kafka Streams 4.1's KStream.join/leftJoin/outerJoin with
+// JoinWindows.ofTimeDifferenceAndGrace (window.JoinTimeDifference, Before, After):
+//
+//   - A left record at t meets the right records of its key in [t - before, t + after]
+//     (a right record at t the left ones in [t - after, t + before]) that are buffered in
+//     the other side's window store (KSTREAM-JOINTHIS-…-store, KSTREAM-JOINOTHER-…-store
+//     or OUTER…; retention before + after + grace, duplicates kept, changelogged). Each
+//     pair is joined when its second record arrives; the result's timestamp is the
+//     larger of the two. Records with a null key or value join nothing.
+//   - Left and outer joins keep a record that found no partner in a shared store
+//     (KSTREAM-OUTERSHARED-…-store, keys timestamp | side | key as Kafka Streams'
+//     TimestampedKeyAndJoinSide) and emit it, with the missing side nil and its own
+//     timestamp, once its window has closed: once the stream time of the join (the
+//     largest timestamp either side has seen) passes t + after + grace for a left record,
+//     t + before + grace for a right one. Kafka Streams checks for closed windows only
+//     when a record arrives at the current stream time and its side's look-ahead says
+//     the store's earliest record may have closed; eddy copies that check, so results
+//     come out at the same records. A record whose window has passed already when it
+//     arrives is emitted at once, and so is a record with a null key and a value on an
+//     outer side.
+//   - Kafka Streams throttles the check by wall-clock time (its internal
+//     emit.interval.ms.kstreams.outer.join.spurious.results.fix, 1 s): eddy does not
+//     throttle, which equals Kafka Streams with that interval at 0. Kafka Streams keeps
+//     the join's stream time and earliest-record bound in memory, so they start afresh
+//     after a restart and a crash can change what it emits; eddy keeps them in one more
+//     small store (the shared store's name + "-time"), so the output does not depend on
+//     restarts. Both roll back with an aborted transaction.
+//   - A side whose key may have changed is repartitioned first (<node>-repartition, or
+//     <name>-left/-right-repartition with Named), with the Joined serdes.
+//
 // Where eddy differs: a table read from a topic keeps a changelog of its own (eddy
 // restores stores from changelogs only); the record caches' byte budget is per task, not
 // per instance (see NoCaching and CacheMaxBytes); global tables are not there yet.

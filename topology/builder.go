@@ -257,7 +257,10 @@ func AddRepartition[K, V any](b *Builder, name string, keys serde.Serde[K], valu
 }
 
 // StoreNode configures a store after AddKeyValueStore.
-type StoreNode struct{ store *graph.Store }
+type StoreNode struct {
+	store *graph.Store
+	dups  *bool // a window store's RetainDuplicates
+}
 
 // InMemory keeps the store in memory instead of the task's bbolt file. It is restored
 // from its changelog in full on every start; use it for small state.

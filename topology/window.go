@@ -26,13 +26,30 @@ func AddWindowStore[K, V any](b *Builder, name string, keys serde.Serde[K], valu
 	if size.Milliseconds() <= 0 || retention.Milliseconds() <= 0 {
 		b.fail("window store %q: the window size (%v) and retention (%v) must be at least 1 ms", name, size, retention)
 	}
-	return addTimeStore(b, name, graph.KindWindow, windowstore.WindowSegments(retention), keys, values, processors,
+	dups := new(bool)
+	sn := addTimeStore(b, name, graph.KindWindow, windowstore.WindowSegments(retention), keys, values, processors,
 		func(buf *kvstore.Buffer, topic string, _ kvstore.Metrics) any {
+			if *dups {
+				return windowstore.NewWindowStore(buf, topic, keys, values, size, retention, windowstore.RetainDuplicates())
+			}
 			return windowstore.NewWindowStore(buf, topic, keys, values, size, retention)
 		},
 		func(be kvstore.Backend, topic string, q windowstore.Range) ([]windowstore.Raw, error) {
 			return windowstore.QueryWindows(be, name, topic, size, retention, q)
 		})
+	sn.dups = dups
+	return sn
+}
+
+// RetainDuplicates makes a window store keep every value put, even several of one key
+// and window start (Kafka Streams' retainDuplicates, the buffers of stream–stream
+// joins); a null value is not stored. Fetch of a single window then finds nothing: read
+// such a store with FetchRange. Only window stores take it.
+func (s *StoreNode) RetainDuplicates() *StoreNode {
+	if s.dups != nil {
+		*s.dups = true
+	}
+	return s
 }
 
 // AddSessionStore adds a session store of (K, V) attached to the named processors, which

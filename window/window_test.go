@@ -172,3 +172,23 @@ func FuzzSessionWindowedSerde(f *testing.F) {
 		}
 	})
 }
+
+func TestJoinWindows(t *testing.T) {
+	w := window.JoinTimeDifference(5*time.Second, 2*time.Second)
+	if w.BeforeMs() != 5000 || w.AfterMs() != 5000 || w.GraceMs() != 2000 || w.SizeMs() != 10000 {
+		t.Fatalf("JoinTimeDifference(5 s, 2 s) = %v", w)
+	}
+	a := w.Before(time.Second).After(3 * time.Second)
+	if a.String() != "JoinWindows{beforeMs=1000, afterMs=3000, graceMs=2000}" || a.SizeMs() != 4000 || a.Validate() != nil {
+		t.Fatalf("Before(1 s).After(3 s) = %v", a)
+	}
+	if err := w.Before(-6 * time.Second).Validate(); err == nil {
+		t.Fatal("before + after < 0 accepted")
+	}
+	if err := w.Before(-5 * time.Second).Validate(); err != nil {
+		t.Fatalf("before + after = 0 refused: %v", err)
+	}
+	if err := window.JoinTimeDifference(time.Second, -time.Millisecond).Validate(); err == nil {
+		t.Fatal("negative grace accepted")
+	}
+}

@@ -62,6 +62,12 @@
 //	T10 join after a key change: stream "r-orders" "user:amount" → selectKey(user, or
 //	   the key for null) → join table "r-users" (materialized), v + "@" + u → "r-joined";
 //	   Kafka Streams inserts a repartition topic before the join.
+//	J1–J4 stream–stream joins (JoinTopologies, JoinInputs): streams "jl-in" and
+//	   "jr-in" <String,String>; joiner (a, b) → (a ?? "-") + "+" + (b ?? "-"); J1 join
+//	   (JoinWindows.ofTimeDifferenceAndGrace(5 s, 2 s)) → "j-inner"; J2 leftJoin →
+//	   "j-left"; J3 outerJoin → "j-outer"; J4 outerJoin of ofTimeDifferenceAndGrace(0,
+//	   1 s).before(2 s).after(6 s) → "j-asym". J2–J4 also compare their shared store's
+//	   changelog (KSTREAM-OUTERSHARED-0000000004-store), compacted. Run with JoinConfig.
 //
 // Case mappings in the Java topologies use Locale.ROOT. Java lower-cases "İ" (U+0130) to
 // "i" and a combining dot (U+0307), which "\\W+" then splits on, so [Words] does the

@@ -90,10 +90,39 @@ func SessionSegments(retention time.Duration) kvstore.SegmentSpec {
 // NewWindowStore makes the typed window store over buf. size is the windows' size (it
 // gives the ends of the windows returned), retention how long windows are kept; topic
 // is the name serdes see (the changelog topic).
-func NewWindowStore[K, V any](buf Bytes, topic string, keys serde.Serde[K], values serde.Serde[V], size, retention time.Duration) statestore.WindowStore[K, V] {
+func NewWindowStore[K, V any](buf Bytes, topic string, keys serde.Serde[K], values serde.Serde[V], size, retention time.Duration, opts ...Option) statestore.WindowStore[K, V] {
 	s := &windowStore[K, V]{base: newBase(buf, topic, keys, values, retention), size: size.Milliseconds()}
+	for _, o := range opts {
+		o(&s.dups)
+	}
 	buf.OnCommitEnd(s.commitEnded)
 	return s
+}
+
+// Option configures a window store.
+type Option func(*duplicates)
+
+// RetainDuplicates makes a window store keep every value put, as Kafka Streams' window
+// stores with retainDuplicates (the buffers of stream–stream joins): each put gets the
+// next sequence number of the key layout, so puts of one key and time do not replace
+// each other and come back in the order they were put. A null value (serialized to nil)
+// is not stored, but still advances the store's observed stream time (InMemoryWindowStore.put).
+// Fetch of a single window finds nothing in such a store.
+func RetainDuplicates() Option { return func(d *duplicates) { d.retain = true } }
+
+// duplicates is the state of a store that retains duplicates: the last sequence number
+// used. The first put after the store opens finds the largest in the store (one scan),
+// so new puts never reuse a restored entry's number and sort after it; it is not rolled
+// back on abort (a gap in the numbers changes no order).
+type duplicates struct {
+	retain, known bool
+	seqnum        int32
+}
+
+// next is Kafka Streams' maybeUpdateSeqnumForDups: seqnum = (seqnum + 1) & 0x7FFFFFFF.
+func (d *duplicates) next() int32 {
+	d.seqnum = (d.seqnum + 1) & 0x7FFFFFFF
+	return d.seqnum
 }
 
 // NewSessionStore makes the typed session store over buf.
@@ -269,11 +298,35 @@ func after(p []byte) []byte {
 type windowStore[K, V any] struct {
 	base[K, V]
 	size int64
+	dups duplicates
 }
 
 func windowTime(b []byte) (int64, error) {
 	_, ts, _, err := windowkey.SplitWindowStore(b)
 	return ts, err
+}
+
+// nextSeq is the sequence number of the next put into a store of duplicates.
+func (s *windowStore[K, V]) nextSeq() (int32, error) {
+	if !s.dups.known {
+		it, err := s.buf.Iterate(nil, nil)
+		if err != nil {
+			return 0, s.fail("put: find the last sequence number", err)
+		}
+		for it.Next() {
+			_, _, seq, err := windowkey.SplitWindowStore(it.Key())
+			if err != nil {
+				it.Close()
+				return 0, s.fail("put: find the last sequence number", err)
+			}
+			s.dups.seqnum = max(s.dups.seqnum, seq)
+		}
+		if err := errors.Join(it.Err(), it.Close()); err != nil {
+			return 0, s.fail("put: find the last sequence number", err)
+		}
+		s.dups.known = true
+	}
+	return s.dups.next(), nil
 }
 
 func (s *windowStore[K, V]) Put(k K, v V, start time.Time) error {
@@ -293,7 +346,16 @@ func (s *windowStore[K, V]) Put(k K, v V, start time.Time) error {
 	if ts <= obs-s.retention {
 		return nil // Kafka Streams: "Skipping record for expired segment."
 	}
-	s.buf.Put(windowkey.AppendWindowStore(nil, kb, ts, 0), vb)
+	var seq int32
+	if s.dups.retain {
+		if vb == nil {
+			return nil // a delete is a no-op in a store of duplicates
+		}
+		if seq, err = s.nextSeq(); err != nil {
+			return err
+		}
+	}
+	s.buf.Put(windowkey.AppendWindowStore(nil, kb, ts, seq), vb)
 	return nil
 }
 
@@ -304,7 +366,7 @@ func (s *windowStore[K, V]) Fetch(k K, start time.Time) (V, bool, error) {
 		return zero, false, err
 	}
 	obs, err := s.observedTime()
-	if err != nil {
+	if err != nil || s.dups.retain {
 		return zero, false, err
 	}
 	ts := start.UnixMilli()

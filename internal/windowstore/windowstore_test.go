@@ -196,3 +196,67 @@ func TestSessionStore(t *testing.T) {
 		t.Fatalf("an expired session reached the changelog: %q", changes)
 	}
 }
+
+// A store that retains duplicates keeps every put of one key and time, in put order,
+// skips nulls (which still advance its observed stream time), and after a restart
+// numbers new puts after the restored ones.
+func TestWindowStoreRetainsDuplicates(t *testing.T) {
+	be := kvstore.NewMemoryBackend()
+	set, buf := newSet(t, be, "j", windowstore.WindowSegments(100*time.Millisecond))
+	ws := windowstore.NewWindowStore(buf, "j-changelog", serde.String(), serde.Nullable(serde.String()), 10*time.Millisecond, 100*time.Millisecond, windowstore.RetainDuplicates())
+	s := func(v string) *string { return &v }
+	for _, p := range []struct {
+		v  *string
+		ts int64
+	}{{s("x1"), 10}, {s("x2"), 10}, {nil, 10}, {s("x3"), 5}, {s("x4"), 10}} {
+		if err := ws.Put("a", p.v, ms(p.ts)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	render := func(seq iter.Seq2[window.Windowed[string], *string], errf func() error) []string {
+		var out []string
+		for w, v := range seq {
+			out = append(out, fmt.Sprintf("%d=%s", w.Window.StartMs(), *v))
+		}
+		if err := errf(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got, want := render(ws.FetchRange("a", ms(0), ms(20))), []string{"5=x3", "10=x1", "10=x2", "10=x4"}; !slices.Equal(got, want) {
+		t.Fatalf("FetchRange = %q, want %q", got, want)
+	}
+	if _, ok, err := ws.Fetch("a", ms(10)); ok || err != nil {
+		t.Fatalf("Fetch of a store of duplicates = %v, %v; want nothing", ok, err)
+	}
+	changes := commit(t, set)
+	var seqs []int32
+	for _, c := range changes {
+		_, _, seq, err := windowkey.SplitWindowStore(c.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	if want := []int32{1, 2, 3, 4}; !slices.Equal(seqs, want) {
+		t.Fatalf("changelog sequence numbers %v, want %v (a null is not stored)", seqs, want)
+	}
+	// A null at 200 advances observed stream time: 10 is now expired (200 - 100).
+	if err := ws.Put("a", nil, ms(200)); err != nil {
+		t.Fatal(err)
+	}
+	if got := render(ws.FetchRange("a", ms(0), ms(300))); len(got) != 0 {
+		t.Fatalf("after a null at 200, FetchRange = %q, want nothing (expired)", got)
+	}
+	// Restart: a new store over the flushed data numbers its puts after 4.
+	set2, buf2 := newSet(t, be, "j", windowstore.WindowSegments(100*time.Millisecond))
+	ws2 := windowstore.NewWindowStore(buf2, "j-changelog", serde.String(), serde.Nullable(serde.String()), 10*time.Millisecond, 100*time.Millisecond, windowstore.RetainDuplicates())
+	if err := ws2.Put("a", s("x5"), ms(10)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := render(ws2.FetchRange("a", ms(0), ms(20))), []string{"5=x3", "10=x1", "10=x2", "10=x4", "10=x5"}; !slices.Equal(got, want) {
+		t.Fatalf("after restart, FetchRange = %q, want %q", got, want)
+	}
+	_ = set2
+}

@@ -2,6 +2,7 @@ package eddytopo
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topology"
@@ -47,6 +48,9 @@ func SessionsRetained() (*topology.Topology, error) { return sessionsRetained() 
 // stream.NoCaching() it is the topology as Kafka Streams runs it with
 // statestore.cache.max.bytes=0.
 func Build(name string, opts ...stream.BuilderOption) (*topology.Topology, error) {
+	if strings.HasPrefix(name, "J") {
+		return joins(name, opts...) // J1 … J4: see joins
+	}
 	builds := map[string]func(...stream.BuilderOption) (*topology.Topology, error){
 		"T1": wordCount, "T2": rekeyAgg, "T3": streamTable, "T4": tableTable,
 		"T5": fkJoin, "T6": tableGroupBy, "T7": splitMerge, "T8": timestamps, "T9": globalJoin, "T10": rekeyJoin,

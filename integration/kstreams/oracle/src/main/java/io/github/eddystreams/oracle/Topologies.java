@@ -50,6 +50,9 @@ final class Topologies {
   record Built(Topology topology, List<String> outputs) {}
 
   static Built build(String name) {
+    if (name.startsWith("J")) {
+      return JoinTopologies.build(name);
+    }
     return switch (name) {
       case "T1" -> t1();
       case "T2" -> t2();
