@@ -202,13 +202,15 @@ type pendingWrite struct {
 
 // translate turns the entries of the store into writes of its segments and of its
 // segment list, added to into; keys of expired segments are left out, and deletes of
-// keys in segments that do not exist.
-func (s *Segmented) translate(into *Batch, entries []Entry) (pendingWrite, error) {
+// keys in segments that do not exist. The observed stream time advances to the largest
+// time of the keys, and to atLeast (Buffer.ObserveTime; NoObservedTime for none).
+func (s *Segmented) translate(into *Batch, entries []Entry, atLeast int64) (pendingWrite, error) {
 	observed, segs, err := s.state()
 	if err != nil {
 		return pendingWrite{}, err
 	}
 	before := observed
+	observed = max(observed, atLeast)
 	times := make([]int64, len(entries))
 	for i, e := range entries {
 		ts, err := s.spec.Time(e.Key)
@@ -257,8 +259,8 @@ func (s *Segmented) apply(p pendingWrite) error {
 // join adds the store's dirty entries (and its checkpoint) to the batch of the inner
 // backend, so that a flush writes every store of a task in one transaction; the
 // returned function, called once that batch is written, updates the store's state.
-func (s *Segmented) join(into *Batch, entries []Entry) (func() error, error) {
-	p, err := s.translate(into, entries)
+func (s *Segmented) join(into *Batch, entries []Entry, atLeast int64) (func() error, error) {
+	p, err := s.translate(into, entries, atLeast)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +279,7 @@ func (s *Segmented) Write(b Batch) error {
 			continue
 		}
 		var err error
-		if p, err = s.translate(&in, entries); err != nil {
+		if p, err = s.translate(&in, entries, NoObservedTime); err != nil {
 			return err
 		}
 		joined = true

@@ -51,7 +51,7 @@ func (s *Set) RegisterIn(name string, logged bool, backend Backend) (*Buffer, er
 	if _, dup := s.buffers[name]; dup {
 		return nil, fmt.Errorf("statestore: store %q registered twice", name)
 	}
-	b := &Buffer{name: name, logged: logged, backend: backend, dirty: map[string]dirtyValue{}}
+	b := &Buffer{name: name, logged: logged, backend: backend, dirty: map[string]dirtyValue{}, observed: NoObservedTime}
 	s.buffers[name] = b
 	s.names = append(s.names, name)
 	sort.Strings(s.names)
@@ -116,8 +116,8 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 		be := b.backend
 		if sg, ok := be.(*Segmented); ok {
 			be = sg.inner // one write per real backend
-			if len(b.dirty) > 0 {
-				fn, err := sg.join(batchOf(be), b.sortedDirty())
+			if len(b.dirty) > 0 || b.observed != NoObservedTime {
+				fn, err := sg.join(batchOf(be), b.sortedDirty(), b.observed)
 				if err != nil {
 					return fmt.Errorf("statestore: flush: %w", err)
 				}
@@ -185,7 +185,17 @@ type Buffer struct {
 	dirty   map[string]dirtyValue
 	sorted  []Entry // cache of sortedDirty, nil when stale
 	onEnd   []func(committed bool)
+	// observed is a time the store's observed stream time reaches at the next flush
+	// though no buffered key carries it (NoObservedTime: none); see ObserveTime.
+	observed int64
 }
+
+// ObserveTime makes the next flush advance the observed stream time of a store kept in
+// time segments (Segmented) to at least ts, though no key written carries it: a null
+// put into a store of duplicates writes nothing, yet advances the time of Kafka
+// Streams' store (and so expires old windows); without this, the advance would last
+// only until the commit. It is dropped with the buffer on abort, as the writes are.
+func (b *Buffer) ObserveTime(ts int64) { b.observed = max(b.observed, ts) }
 
 // OnCommitEnd registers fn to run when the open commit ends: after Flush with true,
 // after Discard with false. A layer that keeps state derived from the buffered writes
@@ -291,6 +301,7 @@ func (b *Buffer) sortedDirty() []Entry {
 func (b *Buffer) clear() {
 	clear(b.dirty)
 	b.sorted = nil
+	b.observed = NoObservedTime
 }
 
 // mergeIterator merges a snapshot of buffered entries (over) with a backend iterator

@@ -95,6 +95,7 @@ func (c committed) Name() string                     { return c.store }
 func (c committed) Get(key []byte) ([]byte, error)   { return c.be.Get(c.store, key) }
 func (c committed) OnCommitEnd(func(committed bool)) {}
 func (c committed) Backend() kvstore.Backend         { return c.be }
+func (c committed) ObserveTime(int64)                {} // a read-only view: it puts nothing
 
 func (c committed) Iterate(from, to []byte) (kvstore.BytesIterator, error) {
 	return c.be.Iterate(c.store, from, to)

@@ -69,6 +69,9 @@ type Bytes interface {
 	// Backend is the backend under the buffer, which keeps the committed observed
 	// stream time (kvstore.Segmented).
 	Backend() kvstore.Backend
+	// ObserveTime makes the next flush advance the committed observed stream time to
+	// at least ts, for a put that writes no key (a null into a store of duplicates).
+	ObserveTime(ts int64)
 }
 
 // noTimestamp is Kafka Streams' ConsumerRecord.NO_TIMESTAMP, a store's observed stream
@@ -349,7 +352,10 @@ func (s *windowStore[K, V]) Put(k K, v V, start time.Time) error {
 	var seq int32
 	if s.dups.retain {
 		if vb == nil {
-			return nil // a delete is a no-op in a store of duplicates
+			// A delete is a no-op in a store of duplicates, but its time is observed:
+			// it expires old windows after the commit too (found by J4 seed 27).
+			s.buf.ObserveTime(ts)
+			return nil
 		}
 		if seq, err = s.nextSeq(); err != nil {
 			return err

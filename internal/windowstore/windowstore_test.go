@@ -12,6 +12,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/windowkey"
 	"github.com/eddy-streams/eddy/internal/windowstore"
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/window"
 )
 
@@ -259,4 +260,53 @@ func TestWindowStoreRetainsDuplicates(t *testing.T) {
 		t.Fatalf("after restart, FetchRange = %q, want %q", got, want)
 	}
 	_ = set2
+}
+
+// A null put into a store of duplicates writes nothing, yet the time it advanced stays
+// advanced after the commit (and after a reopen): the windows it expired stay expired,
+// as in Kafka Streams, where the join's outcome depends on it (J4 seed 27). An aborted
+// null advances nothing.
+func TestWindowStoreDuplicatesNullTimeOutlivesCommit(t *testing.T) {
+	be := kvstore.NewMemoryBackend()
+	spec := windowstore.WindowSegments(100 * time.Millisecond)
+	set, buf := newSet(t, be, "j", spec)
+	ws := windowstore.NewWindowStore(buf, "j-changelog", serde.String(), serde.Nullable(serde.String()), 10*time.Millisecond, 100*time.Millisecond, windowstore.RetainDuplicates())
+	x := "x"
+	if err := ws.Put("a", &x, ms(10)); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, set)
+	count := func(ws statestore.WindowStore[string, *string]) int {
+		n := 0
+		seq, errf := ws.FetchRange("a", ms(0), ms(300))
+		for range seq {
+			n++
+		}
+		if err := errf(); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Aborted: the null's time is dropped with the transaction.
+	if err := ws.Put("a", nil, ms(200)); err != nil {
+		t.Fatal(err)
+	}
+	set.Discard()
+	if n := count(ws); n != 1 {
+		t.Fatalf("after an aborted null at 200: %d windows, want 1", n)
+	}
+	if err := ws.Put("a", nil, ms(200)); err != nil {
+		t.Fatal(err)
+	}
+	if changes := commit(t, set); len(changes) != 0 {
+		t.Fatalf("a null into a store of duplicates reached the changelog: %q", changes)
+	}
+	if n := count(ws); n != 0 {
+		t.Fatalf("after a committed null at 200: %d windows, want 0 (10 expired: 200 - 100)", n)
+	}
+	_, buf2 := newSet(t, be, "j", spec)
+	ws2 := windowstore.NewWindowStore(buf2, "j-changelog", serde.String(), serde.Nullable(serde.String()), 10*time.Millisecond, 100*time.Millisecond, windowstore.RetainDuplicates())
+	if n := count(ws2); n != 0 {
+		t.Fatalf("reopened after a committed null at 200: %d windows, want 0", n)
+	}
 }
