@@ -292,8 +292,12 @@ func TestWindowStoreDuplicatesNullTimeOutlivesCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	set.Discard()
-	if n := count(ws); n != 1 {
-		t.Fatalf("after an aborted null at 200: %d windows, want 1", n)
+	if err := ws.Put("a", &x, ms(20)); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, set)
+	if n := count(ws); n != 2 {
+		t.Fatalf("after an aborted null at 200 and a committed put at 20: %d windows, want 2", n)
 	}
 	if err := ws.Put("a", nil, ms(200)); err != nil {
 		t.Fatal(err)
