@@ -12,12 +12,17 @@ import (
 
 // tumblingOnClose counts per key in tumbling 10 s windows with 2 s of grace, emitted
 // when they close.
-func tumblingOnClose(boom func(string)) *stream.Builder {
+// after, when not nil, is called with each input key after the aggregation has
+// processed it (to fail a transaction after an emission).
+func tumblingOnClose(boom, after func(string)) *stream.Builder {
 	b := stream.NewBuilder()
-	counts := stream.From(b, serde.String(), serde.String(), []string{"in"}).
-		GroupByKey(serde.String(), serde.String()).
+	in := stream.From(b, serde.String(), serde.String(), []string{"in"})
+	counts := in.GroupByKey(serde.String(), serde.String()).
 		WindowedBy(window.Tumbling(10*time.Second, 2*time.Second)).Emit(stream.OnWindowClose).Count()
 	windowedOut(counts, boom)
+	if after != nil {
+		in.ForEach(func(k, _ string) { after(k) })
+	}
 	return b
 }
 
@@ -25,7 +30,7 @@ func tumblingOnClose(boom func(string)) *stream.Builder {
 // reaches its end plus grace, in the order of window start then key bytes, with the
 // timestamp of its last update; a jump in stream time emits every window it closes.
 func TestEmitOnWindowCloseTumbling(t *testing.T) {
-	h := run(t, tumblingOnClose(nil))
+	h := run(t, tumblingOnClose(nil, nil))
 	h.pipe("in", "b", "x", 1_000)
 	h.pipe("in", "a", "x", 3_000)
 	h.pipe("in", "a", "x", 11_000)
@@ -34,36 +39,58 @@ func TestEmitOnWindowCloseTumbling(t *testing.T) {
 	h.pipe("in", "c", "x", 12_000) // [0,10) closes at 12 s
 	h.want("out", false, "a=[0,10]=1@3000 b=[0,10]=2@8000")
 	h.pipe("in", "b", "x", 9_000)  // late
-	h.pipe("in", "c", "x", 35_000) // closes [10,20)
-	h.want("out", false, "a=[0,10]=1@3000 b=[0,10]=2@8000 a=[10,20]=1@11000 c=[10,20]=1@12000")
+	h.pipe("in", "c", "x", 21_999) // [10,20) closes at 22 s: not yet
+	h.want("out", false, "a=[0,10]=1@3000 b=[0,10]=2@8000")
+	h.pipe("in", "c", "x", 35_000) // closes [10,20) and [20,30)
+	h.want("out", false, "a=[0,10]=1@3000 b=[0,10]=2@8000 a=[10,20]=1@11000 c=[10,20]=1@12000 c=[20,30]=1@21999")
 	// A restart restores the last emit's close time: nothing is emitted again.
 	if err := h.d.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	h.pipe("in", "d", "x", 36_000)
 	h.pipe("in", "d", "x", 52_000)
-	h.want("out", false, "a=[0,10]=1@3000 b=[0,10]=2@8000 a=[10,20]=1@11000 c=[10,20]=1@12000 c=[30,40]=1@35000 d=[30,40]=1@36000")
+	h.want("out", false, "a=[0,10]=1@3000 b=[0,10]=2@8000 a=[10,20]=1@11000 c=[10,20]=1@12000 c=[20,30]=1@21999 c=[30,40]=1@35000 d=[30,40]=1@36000")
 }
 
 // An aborted transaction takes the last emit's close time back: the windows whose
-// emission failed come out when the record is processed again.
+// emission failed (downstream of the aggregation, or after it in the same transaction)
+// come out when the record is processed again.
 func TestEmitOnWindowCloseRollsBack(t *testing.T) {
-	failed := false
-	boom := func(k string) {
-		if k == "boom" && !failed {
-			failed = true
-			panic("boom")
-		}
+	for _, where := range []string{"downstream", "after"} {
+		t.Run(where, func(t *testing.T) {
+			failed := false
+			boom := func(k string) {
+				if k == "boom" && !failed {
+					failed = true
+					panic("boom")
+				}
+			}
+			var h *harness
+			if where == "downstream" {
+				h = run(t, tumblingOnClose(boom, nil))
+			} else {
+				h = run(t, tumblingOnClose(nil, boom))
+			}
+			h.pipe("in", "a", "x", 1_000)
+			h.pipe("in", "b", "x", 2_000)
+			key := "x"
+			if where == "after" {
+				key = "boom"
+			} else {
+				h.pipe("in", "boom", "x", 2_000)
+			}
+			if err := h.d.PipeRaw("in", []byte(key), []byte("x"), nil, at(12_000)); err == nil || !strings.Contains(err.Error(), "boom") {
+				t.Fatalf("the failing record: %v", err)
+			}
+			h.want("out", false, "")
+			h.pipe("in", key, "x", 12_000)
+			if where == "after" {
+				h.want("out", false, "a=[0,10]=1@1000 b=[0,10]=1@2000")
+			} else {
+				h.want("out", false, "a=[0,10]=1@1000 b=[0,10]=1@2000 boom=[0,10]=1@2000")
+			}
+		})
 	}
-	h := run(t, tumblingOnClose(boom))
-	h.pipe("in", "a", "x", 1_000)
-	h.pipe("in", "boom", "x", 2_000)
-	if err := h.d.PipeRaw("in", []byte("x"), []byte("x"), nil, at(12_000)); err == nil || !strings.Contains(err.Error(), "boom") {
-		t.Fatalf("the failing record: %v", err)
-	}
-	h.want("out", false, "")
-	h.pipe("in", "x", "x", 12_000)
-	h.want("out", false, "a=[0,10]=1@1000 boom=[0,10]=1@2000")
 }
 
 // Sessions on close: each session once, when its end plus gap plus grace is reached,
@@ -78,6 +105,8 @@ func TestEmitOnWindowCloseSessions(t *testing.T) {
 	h.pipe("in", "b", "x", 1_000)
 	h.pipe("in", "a", "x", 2_000)
 	h.pipe("in", "a", "x", 4_000)
+	h.pipe("in", "d", "x", 7_000) // close time 7 - 6 = 1 s: b's [1,1] ends at it, not before
+	h.want("out", false, "")
 	h.pipe("in", "c", "x", 9_000) // close time 9 - 6 = 3 s: sessions ending before it have closed
 	h.want("out", false, "b=[1,1]=1@1000")
 	h.pipe("in", "a", "x", 5_000) // on time: it merges [2,4] into [2,5], which has not closed
@@ -89,7 +118,7 @@ func TestEmitOnWindowCloseSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.pipe("in", "c", "x", 30_000)
-	h.want("out", false, "b=[1,1]=1@1000 a=[2,5]=3@5000 c=[9,11]=3@11500")
+	h.want("out", false, "b=[1,1]=1@1000 a=[2,5]=3@5000 d=[7,7]=1@7000 c=[9,11]=3@11500")
 }
 
 // Sliding windows on close: the windows that end before the close time.
