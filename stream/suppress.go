@@ -117,8 +117,8 @@ func (t Table[K, V]) Suppress(s Suppressed, opts ...Option) Table[K, V] {
 	o := collect(opts)
 	var name, store string
 	if o.name != "" {
-		name = b.name(o, "")
-		store = o.name + "-store"
+		// Kafka Streams' KTableImpl.suppress: a given name takes no index.
+		name, store = o.name, o.name+"-store"
 	} else {
 		name = b.newName("KTABLE-SUPPRESS-")
 		store = b.newName("KTABLE-SUPPRESS-STATE-STORE-")
