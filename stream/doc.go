@@ -74,6 +74,17 @@
 //   - A side whose key may have changed is repartitioned first (<node>-repartition, or
 //     <name>-left/-right-repartition with Named), with the Joined serdes.
 //
+// # Windows and final results
+//
+// GroupedStream.WindowedBy, WindowedBySliding and WindowedBySession aggregate per key
+// and window (package window defines the windows), emitting every update. For final
+// results only, Table.Suppress(UntilWindowCloses(buf)) buffers a windowed table's
+// updates until each window closes, and Emit(OnWindowClose) makes the aggregation
+// forward each window once, when it closes; UntilTimeLimit holds any table's updates
+// back for a span of stream time. The suppression buffer and the last emit time live in
+// changelogged stores written in the task's transaction, so results are exactly once
+// across crashes and aborts. docs/dsl.md ("Final results") has the details.
+//
 // Where eddy differs: a table read from a topic keeps a changelog of its own (eddy
 // restores stores from changelogs only); the record caches' byte budget is per task, not
 // per instance (see NoCaching and CacheMaxBytes); global tables are not there yet.

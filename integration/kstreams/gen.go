@@ -18,7 +18,11 @@ var Topologies = []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", 
 // WindowTopologies are the windowed topologies: W1 time windows, W2 sliding windows,
 // W3 session windows, W4 session windows with a longer retention. Their outputs
 // include the stores' changelog topics, compared compacted (see CompactChangelog).
-var WindowTopologies = []string{"W1", "W2", "W3", "W4"}
+// W5-W8 are final results: W5 suppress(untilWindowCloses) of time windows, W6 of
+// sessions, W7 emitStrategy(onWindowClose), W8 suppress(untilTimeLimit) with a
+// bounded buffer that emits early; their outputs are the output topics only (eddy's
+// suppression buffer changelog is its own format).
+var WindowTopologies = []string{"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"}
 
 // UncachedOnly are the topologies whose output Kafka Streams' record cache changes in a
 // way eddy does not copy, with the reason: they are compared with caching off only.
@@ -37,6 +41,10 @@ func ChangelogTopic(topology, store string) string {
 	return "oracle-" + topology + "-" + store + "-changelog"
 }
 
+// windowInputs is the input topic of each windowed topology.
+var windowInputs = map[string]string{"W1": "win-in", "W2": "slide-in", "W3": "sess-in", "W4": "sess-in",
+	"W5": "fin-in", "W6": "fin-sess-in", "W7": "close-in", "W8": "limit-in"}
+
 // Outputs are the output topics of each topology, as the oracle lists them.
 var Outputs = map[string][]string{
 	"T1":  {"wc-out"},
@@ -54,6 +62,10 @@ var Outputs = map[string][]string{
 	"W2": {"slide-count", "slide-agg", ChangelogTopic("W2", "slide-count"), ChangelogTopic("W2", "slide-agg")},
 	"W3": {"session-count", "session-agg", ChangelogTopic("W3", "session-count"), ChangelogTopic("W3", "session-agg")},
 	"W4": {"session-count-r", "session-agg-r", ChangelogTopic("W4", "session-count-r"), ChangelogTopic("W4", "session-agg-r")},
+	"W5": {"fin-tumble", "fin-hop"},
+	"W6": {"fin-session-count", "fin-session-agg"},
+	"W7": {"close-tumble", "close-slide", "close-session"},
+	"W8": {"limit-count", "limit-table"},
 }
 
 // Base is the earliest input timestamp; inputs spread over the hour after it.
@@ -106,8 +118,8 @@ func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 		next = g.t9
 	case "T10":
 		next = g.t10
-	case "W1", "W2", "W3", "W4":
-		return g.windowed(map[string]string{"W1": "win-in", "W2": "slide-in", "W3": "sess-in", "W4": "sess-in"}[topology], n, Base), nil
+	case "W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8":
+		return g.windowed(windowInputs[topology], n, Base), nil
 	default:
 		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s, %s)", topology,
 			strings.Join(Topologies, ", "), strings.Join(WindowTopologies, ", "))
@@ -297,7 +309,7 @@ func (g gen) windowed(topic string, n int, base time.Time) []Record {
 // (KStreamSlidingWindowAggregate.processEarly). Timestamps that would be negative are
 // 0 (Kafka has no negative record timestamps): more records at the epoch itself.
 func EarlyInputs(topology string, seed uint64, n int) ([]Record, error) {
-	topic, ok := map[string]string{"W1": "win-in", "W2": "slide-in", "W3": "sess-in", "W4": "sess-in"}[topology]
+	topic, ok := windowInputs[topology]
 	if !ok {
 		return nil, fmt.Errorf("kstreams: %q is not a windowed topology (%s)", topology, strings.Join(WindowTopologies, ", "))
 	}

@@ -44,7 +44,7 @@ func SessionWindows() (*topology.Topology, error) { return sessionWindows() }
 // SessionsRetained is W4; see sessionsRetained.
 func SessionsRetained() (*topology.Topology, error) { return sessionsRetained() }
 
-// Build makes topology name ("T1" … "T10", "W1" … "W4") with the given builder options: with
+// Build makes topology name ("T1" … "T10", "W1" … "W8") with the given builder options: with
 // stream.NoCaching() it is the topology as Kafka Streams runs it with
 // statestore.cache.max.bytes=0.
 func Build(name string, opts ...stream.BuilderOption) (*topology.Topology, error) {
@@ -55,10 +55,11 @@ func Build(name string, opts ...stream.BuilderOption) (*topology.Topology, error
 		"T1": wordCount, "T2": rekeyAgg, "T3": streamTable, "T4": tableTable,
 		"T5": fkJoin, "T6": tableGroupBy, "T7": splitMerge, "T8": timestamps, "T9": globalJoin, "T10": rekeyJoin,
 		"W1": timeWindows, "W2": slidingWindows, "W3": sessionWindows, "W4": sessionsRetained,
+		"W5": finalResults, "W6": finalSessions, "W7": emitOnClose, "W8": timeLimited,
 	}
 	build, ok := builds[name]
 	if !ok {
-		return nil, fmt.Errorf("eddytopo: no topology %q: the names are T1 to T10 and W1 to W4", name)
+		return nil, fmt.Errorf("eddytopo: no topology %q: the names are T1 to T10 and W1 to W8", name)
 	}
 	return build(opts...)
 }

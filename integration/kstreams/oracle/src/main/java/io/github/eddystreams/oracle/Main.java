@@ -92,6 +92,10 @@ public final class Main {
     // the same results either way (no topology here depends on a store's iteration order
     // beyond what both keep: sorted by key bytes).
     props.put(StreamsConfig.DSL_STORE_SUPPLIERS_CLASS_CONFIG, BuiltInDslStoreSuppliers.InMemoryDslStoreSuppliers.class);
+    // Emit-on-window-close checks for closed windows at every record, as eddy does (the
+    // default throttles it to once per second of wall-clock time, which the driver's does not
+    // advance); see SuppressTopologies.
+    props.put("__emit.interval.ms.kstreams.windowed.aggregation__", "0");
     JsonNode config = req.get("config");
     if (config != null && !config.isNull()) {
       if (!config.isObject()) {

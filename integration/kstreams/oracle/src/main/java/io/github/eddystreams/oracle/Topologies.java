@@ -68,8 +68,9 @@ final class Topologies {
       case "W2" -> w2();
       case "W3" -> w3();
       case "W4" -> w4();
+      case "W5", "W6", "W7", "W8" -> SuppressTopologies.build(name);
       default -> throw new IllegalArgumentException(
-          "unknown topology \"" + name + "\": the oracle knows T1 to T10 and W1 to W4");
+          "unknown topology \"" + name + "\": the oracle knows T1 to T10 and W1 to W8");
     };
   }
 
