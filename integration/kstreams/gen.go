@@ -118,8 +118,10 @@ func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 		next = g.t9
 	case "T10":
 		next = g.t10
-	case "W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8":
+	case "W1", "W2", "W3", "W4":
 		return g.windowed(windowInputs[topology], n, Base), nil
+	case "W5", "W6", "W7", "W8":
+		return g.onTheEdge(g.windowed(windowInputs[topology], n, Base)), nil
 	default:
 		return nil, fmt.Errorf("kstreams: no input generator for topology %q (known: %s, %s)", topology,
 			strings.Join(Topologies, ", "), strings.Join(WindowTopologies, ", "))
@@ -301,6 +303,18 @@ func (g gen) windowed(topic string, n int, base time.Time) []Record {
 		out[i] = rec
 	}
 	return out
+}
+
+// onTheEdge moves one record in five to a millisecond before a whole second: the
+// windows' and time limits' boundaries are whole seconds, so records land on both
+// sides of them and an emission one millisecond early or late shows.
+func (g gen) onTheEdge(recs []Record) []Record {
+	for i := range recs {
+		if g.rng.IntN(5) == 0 {
+			recs[i].Timestamp = recs[i].Timestamp.Truncate(time.Second).Add(-time.Millisecond)
+		}
+	}
+	return recs
 }
 
 // EarlyInputs are the input of a windowed topology (WindowTopologies) as Inputs makes
