@@ -104,6 +104,8 @@ type options struct {
 	memKeys      int
 	memParts     int
 	costRecords  int
+	winEvents    int
+	winKeys      int
 	costSettle   time.Duration
 	runs         int
 	warmup       int
@@ -218,6 +220,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.memKeys, "mem-keys", 1_000_000, "distinct keys held by the tasks of the memory rows")
 	fs.IntVar(&o.memParts, "mem-partitions", 32, "partitions (tasks) of the memory rows")
 	fs.IntVar(&o.costRecords, "cost-records", 200_000, "input records of each cost-tasks-N row (keys drawn from -vocab keys)")
+	fs.IntVar(&o.winEvents, "win-events", 1_000_000, "events in the windowed count's input (an hour of event time)")
+	fs.IntVar(&o.winKeys, "win-keys", 10_000, "distinct keys in the windowed count's input")
 	fs.DurationVar(&o.costSettle, "cost-settle", 3*time.Second, "how long a cost-tasks-N row's instance runs idle after its input is committed before its sockets and goroutines are read")
 	fs.IntVar(&o.runs, "runs", 3, "measured runs per row (the tables show the median)")
 	fs.IntVar(&o.warmup, "warmup", 1, "unmeasured warm-up runs per row before the measured ones")
@@ -288,8 +292,8 @@ func parseFlags(args []string) (*options, error) {
 		o.profileRows = o.rows
 	}
 	switch {
-	case o.records < 1, o.words < 1, o.clKeys < 1, o.memKeys < 1, o.killUpdates < 1, o.costRecords < 1:
-		return nil, errors.New("-records, -words, -changelog-keys, -mem-keys, -kill-updates and -cost-records must be positive")
+	case o.records < 1, o.words < 1, o.clKeys < 1, o.memKeys < 1, o.killUpdates < 1, o.costRecords < 1, o.winEvents < 1, o.winKeys < 1:
+		return nil, errors.New("-records, -words, -changelog-keys, -mem-keys, -kill-updates, -cost-records, -win-events and -win-keys must be positive")
 	case o.valueSize < 20:
 		return nil, errors.New("-value-size must be at least 20")
 	case o.partitions < 1 || o.memParts < 1:
