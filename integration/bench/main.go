@@ -4,7 +4,8 @@
 // real Kafka cluster, in one invocation, and prints the results as a table (and writes
 // them as Markdown for BENCHMARKS.md and as JSON).
 //
-// Rows (select with -rows; groups: throughput, dsl, restore, memory, cost, latency, all):
+// Rows (select with -rows; groups: throughput, dsl, kstreams, restore, memory, cost,
+// latency, all):
 //
 //	pipe-raw          plain sarama consumer group → idempotent async producer copy, no
 //	                  framework: the ceiling of at-least-once rows
@@ -41,6 +42,19 @@
 //	                  defaults), built from integration/bench/kstreams with Maven (Java
 //	                  17+ and mvn on PATH) into the work directory; JVM threads stand in
 //	                  for goroutines
+//	wc-eos-100ms-p64  wc-eos-100ms on input of 64 partitions (128 tasks); a row named
+//	                  *-p<N> runs on N partitions instead of -partitions
+//	ks-wc-eos-100ms[-p64]  the same word count in Kafka Streams 4.1.1 (WordCountDemo's
+//	                  topology; exactly_once_v2, commit 100 ms, one stream thread,
+//	                  record caching off, JVM defaults) on the same input
+//	win-count-eos     windowed count: GroupByKey().WindowedBy(window.Tumbling(time.Minute,
+//	                  0)).Count() of -win-events events of -win-keys keys spread over an
+//	                  hour of event time, record caching off, exactly-once at 100 ms
+//	ks-win-count-eos  the same windowed count in Kafka Streams 4.1.1
+//	                  The eddy rows with a Kafka Streams twin (wc-eos-100ms, -p64,
+//	                  win-count-eos) are compared with it in a table of their own against
+//	                  issue 13's targets (throughput ≥ 1.5×, CPU per record ≤ 0.5×, peak
+//	                  RSS ≤ 0.4×), with their open sockets; group kstreams runs them all
 //	lat-*             end-to-end latency, produce timestamp → output visible to a
 //	                  read_committed consumer, p50/p99, at half the maximum rate of
 //	                  pass-eos-100ms (or -latency-rate)
@@ -209,7 +223,7 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	var brokers, rows, profileRows string
 	fs.StringVar(&brokers, "brokers", "", "bootstrap `host:port[,host:port...]` of the Kafka cluster (required)")
-	fs.StringVar(&rows, "rows", "all", "comma-separated rows or groups to run: all, throughput, restore, memory, latency, or row names (see the package doc)")
+	fs.StringVar(&rows, "rows", "all", "comma-separated rows or groups to run: all, throughput, dsl, kstreams, restore, memory, cost, latency, or row names (see the package doc)")
 	fs.IntVar(&o.records, "records", 1_000_000, "input records of the pipe and passthrough rows")
 	fs.IntVar(&o.valueSize, "value-size", 100, "value size in bytes of input, changelog and latency records")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of input, output and changelog topics")

@@ -79,6 +79,7 @@ func rowTable() []*rowDef {
 		{name: "ks-wc-eos-100ms-p64", group: "kstreams", unit: "words", desc: "the same in Kafka Streams on input of 64 partitions (128 tasks)", run: eddyRow("wordcount", true, ms100)},
 		{name: "win-count-eos", group: "kstreams", unit: "events", twin: "ks-win-count-eos", desc: "eddy windowed count: GroupByKey().WindowedBy(window.Tumbling(time.Minute, 0)).Count() of -win-events events of -win-keys keys over an hour of event time, record caching off, exactly-once, commit 100 ms", run: eddyRow("win-count", true, ms100)},
 		{name: "ks-win-count-eos", group: "kstreams", unit: "events", desc: "the same in Kafka Streams 4.1.1 (groupByKey().windowedBy(TimeWindows.ofSizeWithNoGrace(1 min)).count(); exactly_once_v2, commit 100 ms, one stream thread, record caching off, JVM defaults)", run: eddyRow("win-count", true, ms100)},
+		{name: "ks-win-count-eos-ret2h", group: "kstreams-diag", unit: "events", ceiling: "ks-win-count-eos", desc: "diagnostic: ks-win-count-eos with the window store's retention 2 h instead of the default size + grace (1 min): 2 store segments (RocksDB instances) per task instead of one per minute of event time", run: eddyRow("win-count-ret2h", true, ms100)},
 		{name: "wc-eos-1s", group: "throughput", unit: "words", ceiling: "pipe-txn-1s", desc: "eddy word count, exactly-once, commit 1 s", run: eddyRow("wordcount", true, sec)},
 		{name: "wc-dsl-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "eddy word count in the stream DSL (examples/wordcount/dsl), record caching on (10 MiB per task), exactly-once, commit 100 ms", run: eddyRow("wordcount-dsl", true, ms100)},
 		{name: "wc-dsl-nocache-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with record caching off (stream.NoCaching)", run: eddyRow("wordcount-dsl-nocache", true, ms100)},
@@ -229,7 +230,7 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 		switch {
 		case words:
 			in, err = e.needLines(ctx, P)
-		case topo == "win-count":
+		case strings.HasPrefix(topo, "win-count"):
 			in, err = e.needWinInput(ctx)
 		default:
 			err, in = e.needInput(ctx), e.input
@@ -262,9 +263,11 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 		// repartition topics are the topology's own (the DSL names them itself). Kafka
 		// Streams' word count names its repartition topic as eddy's processor-API
 		// version does (Grouped.as("words"): <app>-words-repartition).
-		repartitions, err := repartitionTopics(&spec)
-		if err != nil {
-			return nil, err
+		var repartitions []string
+		if kind == "eddy" || words {
+			if repartitions, err = repartitionTopics(&spec); err != nil {
+				return nil, err
+			}
 		}
 		firstOut := out
 		if len(repartitions) > 0 {

@@ -7,12 +7,14 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.Locale;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -23,6 +25,7 @@ import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
+import org.apache.kafka.streams.state.WindowStore;
 
 /**
  * One Kafka Streams row of integration/bench: runs a topology until SIGTERM, sampling its
@@ -84,7 +87,7 @@ public final class Main {
                 // eddy's wordcount.Words: lower-case, then runs of letters and digits.
                 Pattern separators = Pattern.compile("[^\\p{L}\\p{Nd}]+");
                 b.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
-                        .flatMapValues(line -> Arrays.stream(separators.split(line.toLowerCase()))
+                        .flatMapValues(line -> Arrays.stream(separators.split(line.toLowerCase(Locale.ROOT)))
                                 .filter(w -> !w.isEmpty()).toList())
                         .groupBy((key, word) -> word, Grouped.with("words", Serdes.String(), Serdes.String()))
                         .count(Materialized.as("counts"))
@@ -92,10 +95,18 @@ public final class Main {
                         .to(output, Produced.with(Serdes.String(), Serdes.Long()));
                 break;
             case "win-count":
+            case "win-count-ret2h":
+                // win-count-ret2h (a diagnostic): the store keeps 2 hours instead of the
+                // default size + grace (1 minute), so its segments (one RocksDB each,
+                // max(retention / 2, 1 minute) of stream time) are 2 instead of 60.
+                Materialized<byte[], Long, WindowStore<Bytes, byte[]>> win = Materialized.as("win");
+                if (topology.equals("win-count-ret2h")) {
+                    win = win.withRetention(Duration.ofHours(2));
+                }
                 b.stream(input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
                         .groupByKey(Grouped.with(Serdes.ByteArray(), Serdes.ByteArray()))
                         .windowedBy(TimeWindows.ofSizeWithNoGrace(Duration.ofMinutes(1)))
-                        .count(Materialized.as("win"))
+                        .count(win)
                         .toStream()
                         .to(output, Produced.with(
                                 WindowedSerdes.timeWindowedSerdeFrom(byte[].class, Duration.ofMinutes(1).toMillis()),
