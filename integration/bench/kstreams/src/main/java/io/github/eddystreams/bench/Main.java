@@ -47,8 +47,8 @@ import org.apache.kafka.streams.state.WindowStore;
  *
  * <p>Repartition topics are not purged (repartition.purge.interval.ms is a day): the
  * bench reads their tails to see when the group committed them, and a purge racing that
- * read could make it fail (not tried). eddy purges its repartition topics every 30 s (a DeleteRecords
- * per task), so this spares Kafka Streams a little work eddy does.
+ * read could make it fail (not tried). eddy purges its repartition topics every 30 s (a
+ * DeleteRecords per task), so this spares Kafka Streams a little work eddy does.
  */
 public final class Main {
     private static volatile int socketsPeak, threadsPeak;
