@@ -149,6 +149,8 @@ func TestNameSuffixInt(t *testing.T) {
 		{"ks-wc-eos-100ms", "-w", 0},
 		{"ks-wc-eos-100ms-p64", "-w", 0},
 		{"ks-wc-eos-100ms-w4", "-w", 4},
+		{"ks-wc-eos-100ms-t2", "-t", 2},
+		{"ks-win-count-eos", "-t", 0},
 		{"win-count-eos", "-w", 0},
 		{"wc-eos-100ms-pertask", "-p", 0},
 		{"wc-eos-100ms-p0", "-p", 0},

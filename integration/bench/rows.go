@@ -79,6 +79,7 @@ func rowTable() []*rowDef {
 		{name: "ks-wc-eos-100ms-p64", group: "kstreams", unit: "words", desc: "the same in Kafka Streams on input of 64 partitions (128 tasks)", run: eddyRow("wordcount", true, ms100)},
 		{name: "win-count-eos", group: "kstreams", unit: "events", twin: "ks-win-count-eos", desc: "eddy windowed count: GroupByKey().WindowedBy(window.Tumbling(time.Minute, 0)).Count() of -win-events events of -win-keys keys over an hour of event time, record caching off, exactly-once, commit 100 ms", run: eddyRow("win-count", true, ms100)},
 		{name: "ks-win-count-eos", group: "kstreams", unit: "events", desc: "the same in Kafka Streams 4.1.1 (groupByKey().windowedBy(TimeWindows.ofSizeWithNoGrace(1 min)).count(); exactly_once_v2, commit 100 ms, one stream thread, record caching off, JVM defaults)", run: eddyRow("win-count", true, ms100)},
+		{name: "ks-wc-eos-100ms-t2", group: "kstreams-diag", unit: "words", ceiling: "ks-wc-eos-100ms", desc: "diagnostic: ks-wc-eos-100ms with 2 stream threads (num.stream.threads, as eddy runs GOMAXPROCS = 2 workers here) instead of Kafka Streams' default 1", run: eddyRow("wordcount", true, ms100)},
 		{name: "ks-win-count-eos-ret2h", group: "kstreams-diag", unit: "events", ceiling: "ks-win-count-eos", desc: "diagnostic: ks-win-count-eos with the window store's retention 2 h instead of the default size + grace (1 min): 2 store segments (RocksDB instances) per task instead of one per minute of event time", run: eddyRow("win-count-ret2h", true, ms100)},
 		{name: "wc-eos-1s", group: "throughput", unit: "words", ceiling: "pipe-txn-1s", desc: "eddy word count, exactly-once, commit 1 s", run: eddyRow("wordcount", true, sec)},
 		{name: "wc-dsl-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "eddy word count in the stream DSL (examples/wordcount/dsl), record caching on (10 MiB per task), exactly-once, commit 100 ms", run: eddyRow("wordcount-dsl", true, ms100)},
@@ -210,7 +211,7 @@ func pipeTxn2HopRow(ctx context.Context, e *env, r *rowDef, round int) (*runResu
 // wordcount-dsl-nocache: the DSL's with record caching off) or the windowed count
 // (win-count). Rows named ks-* run the same topology in Kafka Streams instead (wordcount,
 // win-count), rows named *-p<N> on input of N partitions instead of -partitions, rows
-// named *-w<N> with N workers.
+// named *-w<N> with N workers, Kafka Streams rows named *-t<N> with N stream threads.
 func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context, *env, *rowDef, int) (*runResult, error) {
 	return func(ctx context.Context, e *env, r *rowDef, round int) (*runResult, error) {
 		kind := "eddy"
@@ -253,6 +254,7 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 		}
 		spec.Tune.PerTask = strings.HasSuffix(r.name, "-pertask")
 		spec.Tune.Workers = nameSuffixInt(r.name, "-w")
+		spec.Threads = nameSuffixInt(r.name, "-t") // Kafka Streams' stream threads (0: 1)
 		if topo == "wordcount-dsl-nocache" {
 			spec.Topology, spec.NoCaching = "wordcount-dsl", true
 		}
