@@ -4,8 +4,8 @@
 // real Kafka cluster, in one invocation, and prints the results as a table (and writes
 // them as Markdown for BENCHMARKS.md and as JSON).
 //
-// Rows (select with -rows; groups: throughput, dsl, kstreams, restore, memory, cost,
-// latency, all):
+// Rows (select with -rows; groups: throughput, dsl, kstreams, kstreams-diag, restore,
+// memory, cost, latency, all):
 //
 //	pipe-raw          plain sarama consumer group → idempotent async producer copy, no
 //	                  framework: the ceiling of at-least-once rows
@@ -54,7 +54,12 @@
 //	                  The eddy rows with a Kafka Streams twin (wc-eos-100ms, -p64,
 //	                  win-count-eos) are compared with it in a table of their own against
 //	                  issue 13's targets (throughput ≥ 1.5×, CPU per record ≤ 0.5×, peak
-//	                  RSS ≤ 0.4×), with their open sockets; group kstreams runs them all
+//	                  RSS ≤ 0.4×), with their open sockets; group kstreams holds them
+//	                  (wc-eos-100ms is in throughput)
+//	ks-wc-eos-100ms-t2      diagnostic (group kstreams-diag): Kafka Streams with 2 stream
+//	                  threads; a Kafka Streams row named *-t<N> runs N
+//	ks-win-count-eos-ret2h  diagnostic: its windowed count with the window store's
+//	                  retention 2 h (2 RocksDB segments per task, not one per minute)
 //	lat-*             end-to-end latency, produce timestamp → output visible to a
 //	                  read_committed consumer, p50/p99, at half the maximum rate of
 //	                  pass-eos-100ms (or -latency-rate)
