@@ -31,7 +31,7 @@ type childSpec struct {
 	Partitions     int32
 	CommitInterval time.Duration
 	SingleProducer bool    // pipe-txn: one transactional producer for every partition
-	Topology       string  // eddy: passthrough, wordcount, wordcount-dsl, count, kv-put, kv-get
+	Topology       string  // passthrough, wordcount, wordcount-dsl, win-count, count, kv-put, kv-get (Kafka Streams: count, wordcount, win-count)
 	NoCaching      bool    // wordcount-dsl: record caching off (stream.NoCaching)
 	SampleCost     bool    // sample open sockets and goroutines (cost-per-task rows)
 	Threads        int     // Kafka Streams: stream threads (default 1)

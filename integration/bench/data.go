@@ -32,6 +32,7 @@ type dataset struct {
 type record struct {
 	key, value []byte
 	partition  int32
+	ts         time.Time // the record's timestamp; zero: the producer's clock
 }
 
 // benchKey is key i of a fixed key space of 16-byte keys in random order (a bijective
@@ -66,6 +67,19 @@ func keyed(rng *rand.Rand, valueSize int, partitions int32, space int, random bo
 		}
 		key := benchKey(k)
 		return record{key: key, value: randomValue(rng, valueSize), partition: partition.ForKey(key, partitions)}
+	}
+}
+
+// events makes the windowed count's input: n records of keys drawn uniformly from a key
+// space of keys keys, their timestamps spread evenly over span of event time from start
+// in the order they are written (so every partition's are in order and none is late for
+// windows without grace), with random values of valueSize bytes.
+func events(rng *rand.Rand, valueSize int, partitions int32, keys, n int, start time.Time, span time.Duration) func(i int) record {
+	gen := keyed(rng, valueSize, partitions, keys, true)
+	return func(i int) record {
+		r := gen(i)
+		r.ts = start.Add(time.Duration(int64(span) / int64(n) * int64(i))).Truncate(time.Millisecond)
+		return r
 	}
 }
 
@@ -188,6 +202,9 @@ func (e *env) produce(ctx context.Context, topic string, partitions int32, n int
 		msg := &sarama.ProducerMessage{Topic: topic, Partition: r.partition, Value: sarama.ByteEncoder(r.value)}
 		if r.key != nil {
 			msg.Key = sarama.ByteEncoder(r.key)
+		}
+		if !r.ts.IsZero() {
+			msg.Timestamp = r.ts
 		}
 		fly.waitBelow(50_000) // bound the records in flight
 		fly.add()

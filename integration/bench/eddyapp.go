@@ -27,6 +27,7 @@ import (
 	"github.com/eddy-streams/eddy/statestore"
 	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topology"
+	"github.com/eddy-streams/eddy/window"
 )
 
 // storeName is the store of the kv topologies; its changelog is <app>-kv-changelog.
@@ -49,6 +50,13 @@ func buildTopology(spec *childSpec, seen func(processor.TaskID)) (*topology.Topo
 			opts = append(opts, stream.NoCaching())
 		}
 		return wordcountdsl.TopologyFor(spec.Input, spec.Output, opts...)
+	case "win-count": // keys counted per 1-minute tumbling window, no grace, every update forwarded
+		b := stream.NewBuilder(stream.NoCaching())
+		counts := stream.From(b, serde.Bytes(), serde.Bytes(), []string{spec.Input}).
+			GroupByKey(serde.Bytes(), serde.Bytes()).
+			WindowedBy(window.Tumbling(time.Minute, 0)).Count()
+		stream.ToStream(counts).To(spec.Output, window.TimeWindowedSerde(serde.Bytes(), time.Minute), serde.Nullable(serde.Int64()))
+		return b.Build()
 	case "count": // the word count's counting sub-topology on keyed input: a store per task
 		b := topology.NewBuilder()
 		topology.AddSource(b, "in", serde.Bytes(), serde.Bytes(), spec.Input)

@@ -4,7 +4,8 @@
 // real Kafka cluster, in one invocation, and prints the results as a table (and writes
 // them as Markdown for BENCHMARKS.md and as JSON).
 //
-// Rows (select with -rows; groups: throughput, dsl, restore, memory, cost, latency, all):
+// Rows (select with -rows; groups: throughput, dsl, kstreams, kstreams-diag, restore,
+// memory, cost, latency, all):
 //
 //	pipe-raw          plain sarama consumer group → idempotent async producer copy, no
 //	                  framework: the ceiling of at-least-once rows
@@ -41,6 +42,24 @@
 //	                  defaults), built from integration/bench/kstreams with Maven (Java
 //	                  17+ and mvn on PATH) into the work directory; JVM threads stand in
 //	                  for goroutines
+//	wc-eos-100ms-p64  wc-eos-100ms on input of 64 partitions (128 tasks); a row named
+//	                  *-p<N> runs on N partitions instead of -partitions
+//	ks-wc-eos-100ms[-p64]  the same word count in Kafka Streams 4.1.1 (WordCountDemo's
+//	                  topology; exactly_once_v2, commit 100 ms, one stream thread,
+//	                  record caching off, JVM defaults) on the same input
+//	win-count-eos     windowed count: GroupByKey().WindowedBy(window.Tumbling(time.Minute,
+//	                  0)).Count() of -win-events events of -win-keys keys spread over an
+//	                  hour of event time, record caching off, exactly-once at 100 ms
+//	ks-win-count-eos  the same windowed count in Kafka Streams 4.1.1
+//	                  The eddy rows with a Kafka Streams twin (wc-eos-100ms, -p64,
+//	                  win-count-eos) are compared with it in a table of their own against
+//	                  issue 13's targets (throughput ≥ 1.5×, CPU per record ≤ 0.5×, peak
+//	                  RSS ≤ 0.4×), with their open sockets; group kstreams holds them
+//	                  (wc-eos-100ms is in throughput)
+//	ks-wc-eos-100ms-t2      diagnostic (group kstreams-diag): Kafka Streams with 2 stream
+//	                  threads; a Kafka Streams row named *-t<N> runs N
+//	ks-win-count-eos-ret2h  diagnostic: its windowed count with the window store's
+//	                  retention 2 h (2 RocksDB segments per task, not one per minute)
 //	lat-*             end-to-end latency, produce timestamp → output visible to a
 //	                  read_committed consumer, p50/p99, at half the maximum rate of
 //	                  pass-eos-100ms (or -latency-rate)
@@ -104,6 +123,8 @@ type options struct {
 	memKeys      int
 	memParts     int
 	costRecords  int
+	winEvents    int
+	winKeys      int
 	costSettle   time.Duration
 	runs         int
 	warmup       int
@@ -207,7 +228,7 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	var brokers, rows, profileRows string
 	fs.StringVar(&brokers, "brokers", "", "bootstrap `host:port[,host:port...]` of the Kafka cluster (required)")
-	fs.StringVar(&rows, "rows", "all", "comma-separated rows or groups to run: all, throughput, restore, memory, latency, or row names (see the package doc)")
+	fs.StringVar(&rows, "rows", "all", "comma-separated rows or groups to run: all, throughput, dsl, kstreams, restore, memory, cost, latency, or row names (see the package doc)")
 	fs.IntVar(&o.records, "records", 1_000_000, "input records of the pipe and passthrough rows")
 	fs.IntVar(&o.valueSize, "value-size", 100, "value size in bytes of input, changelog and latency records")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of input, output and changelog topics")
@@ -218,6 +239,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.memKeys, "mem-keys", 1_000_000, "distinct keys held by the tasks of the memory rows")
 	fs.IntVar(&o.memParts, "mem-partitions", 32, "partitions (tasks) of the memory rows")
 	fs.IntVar(&o.costRecords, "cost-records", 200_000, "input records of each cost-tasks-N row (keys drawn from -vocab keys)")
+	fs.IntVar(&o.winEvents, "win-events", 1_000_000, "events in the windowed count's input (an hour of event time)")
+	fs.IntVar(&o.winKeys, "win-keys", 10_000, "distinct keys in the windowed count's input")
 	fs.DurationVar(&o.costSettle, "cost-settle", 3*time.Second, "how long a cost-tasks-N row's instance runs idle after its input is committed before its sockets and goroutines are read")
 	fs.IntVar(&o.runs, "runs", 3, "measured runs per row (the tables show the median)")
 	fs.IntVar(&o.warmup, "warmup", 1, "unmeasured warm-up runs per row before the measured ones")
@@ -288,8 +311,8 @@ func parseFlags(args []string) (*options, error) {
 		o.profileRows = o.rows
 	}
 	switch {
-	case o.records < 1, o.words < 1, o.clKeys < 1, o.memKeys < 1, o.killUpdates < 1, o.costRecords < 1:
-		return nil, errors.New("-records, -words, -changelog-keys, -mem-keys, -kill-updates and -cost-records must be positive")
+	case o.records < 1, o.words < 1, o.clKeys < 1, o.memKeys < 1, o.killUpdates < 1, o.costRecords < 1, o.winEvents < 1, o.winKeys < 1:
+		return nil, errors.New("-records, -words, -changelog-keys, -mem-keys, -kill-updates, -cost-records, -win-events and -win-keys must be positive")
 	case o.valueSize < 20:
 		return nil, errors.New("-value-size must be at least 20")
 	case o.partitions < 1 || o.memParts < 1:

@@ -30,10 +30,12 @@ type env struct {
 	created []string
 	machine machineInfo
 
-	input, lines           *dataset // pipe and passthrough input; word-count lines
-	clA, restoreInA        *dataset // restore-full: changelog and input
-	clB, restoreInB        *dataset // restore-tail: changelog and input
-	memIn                  *dataset // memory rows' input
+	input                  *dataset           // pipe and passthrough input
+	lines                  map[int32]*dataset // word-count lines by partition count
+	winIn                  *dataset           // the windowed count's events
+	clA, restoreInA        *dataset           // restore-full: changelog and input
+	clB, restoreInB        *dataset           // restore-tail: changelog and input
+	memIn                  *dataset           // memory rows' input
 	memLoadID              map[int]string
 	costIn                 map[int32]*dataset // cost rows' input by partition count
 	ks                     *kstreamsApp       // built by the first Kafka Streams row
@@ -53,7 +55,7 @@ func parentMain(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("find this executable: %w", err)
 	}
-	e := &env{o: o, exe: exe, rng: rand.New(rand.NewPCG(7, 11)), memLoadID: map[int]string{}, costIn: map[int32]*dataset{}}
+	e := &env{o: o, exe: exe, rng: rand.New(rand.NewPCG(7, 11)), memLoadID: map[int]string{}, costIn: map[int32]*dataset{}, lines: map[int32]*dataset{}}
 	if o.work == "" {
 		if e.work, err = os.MkdirTemp("", "eddy-bench-"); err != nil {
 			return err
@@ -242,26 +244,50 @@ func (e *env) needInput(ctx context.Context) error {
 	return nil
 }
 
-// needLines writes the word-count input once: lines of at most -value-size bytes
-// holding -words words.
-func (e *env) needLines(ctx context.Context) error {
-	if e.lines != nil {
-		return nil
+// needLines writes the word-count input once per partition count: lines of at most
+// -value-size bytes holding -words words.
+func (e *env) needLines(ctx context.Context, partitions int32) (*dataset, error) {
+	if ds := e.lines[partitions]; ds != nil {
+		return ds, nil
 	}
-	P := int32(e.o.partitions)
 	topic := e.o.prefix + "-lines"
-	if err := e.createTopic(ctx, topic, P, nil); err != nil {
-		return err
+	if partitions != int32(e.o.partitions) {
+		topic = fmt.Sprintf("%s-lines-%d", e.o.prefix, partitions)
 	}
-	recs, words := lines(e.rng, vocabulary(e.rng, e.o.vocab), e.o.words, e.o.valueSize, P)
-	ds, err := e.produce(ctx, topic, P, len(recs), func(i int) record { return recs[i] }, "", 0)
+	if err := e.createTopic(ctx, topic, partitions, nil); err != nil {
+		return nil, err
+	}
+	recs, words := lines(e.rng, vocabulary(e.rng, e.o.vocab), e.o.words, e.o.valueSize, partitions)
+	ds, err := e.produce(ctx, topic, partitions, len(recs), func(i int) record { return recs[i] }, "", 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ds.Units = words
-	e.lines = ds
-	e.logf("  wrote %d lines with %d words (%.1f MB) to %s", ds.Records, words, float64(ds.Bytes)/1e6, topic)
-	return nil
+	e.lines[partitions] = ds
+	e.logf("  wrote %d lines with %d words (%.1f MB) to %s (%d partitions)", ds.Records, words, float64(ds.Bytes)/1e6, topic, partitions)
+	return ds, nil
+}
+
+// needWinInput writes the windowed count's input once: -win-events keyed events of
+// -win-keys keys over an hour of event time (the hour before the last full hour: recent
+// enough for every topic's time retention).
+func (e *env) needWinInput(ctx context.Context) (*dataset, error) {
+	if e.winIn != nil {
+		return e.winIn, nil
+	}
+	P := int32(e.o.partitions)
+	topic := e.o.prefix + "-events"
+	if err := e.createTopic(ctx, topic, P, nil); err != nil {
+		return nil, err
+	}
+	start := time.Now().Truncate(time.Hour).Add(-time.Hour)
+	ds, err := e.produce(ctx, topic, P, e.o.winEvents, events(e.rng, e.o.valueSize, P, e.o.winKeys, e.o.winEvents, start, time.Hour), "", 0)
+	if err != nil {
+		return nil, err
+	}
+	e.winIn = ds
+	e.logf("  wrote %d events of %d keys over an hour of event time to %s", ds.Records, e.o.winKeys, topic)
+	return ds, nil
 }
 
 func (e *env) appA() string { return e.o.prefix + "-restore" }

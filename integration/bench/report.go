@@ -31,6 +31,7 @@ type summary struct {
 	Resume          float64
 	Restored        float64
 	P50, P99, Max   float64
+	Twin            string // the Kafka Streams row beside it
 	Ceiling         string
 	Ratio           float64 // rate (latency rows: p50) over the ceiling's, medians
 	PairedRatio     float64 // the median of the same ratio taken per round (side by side)
@@ -81,7 +82,7 @@ func (e *env) summarize() []*summary {
 				runs = append(runs, res)
 			}
 		}
-		s := &summary{Row: r.name, Desc: r.desc, Unit: r.unit, Runs: len(runs), Ceiling: r.ceiling, AltCeiling: r.altCeiling, Target: r.target, RSSTarget: r.rssTarget}
+		s := &summary{Row: r.name, Desc: r.desc, Unit: r.unit, Runs: len(runs), Ceiling: r.ceiling, AltCeiling: r.altCeiling, Twin: r.twin, Target: r.target, RSSTarget: r.rssTarget}
 		byRow[r.name] = s
 		out = append(out, s)
 		if len(runs) == 0 {
@@ -310,8 +311,80 @@ func textTable(e *env, sums []*summary) string {
 			fmt.Fprintln(tw, strings.Join(c, "\t"))
 		}
 	}
+	if twins := twinCells(e, sums); len(twins) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, strings.Join(twinHeader(), "\t"))
+		for _, c := range twins {
+			fmt.Fprintln(tw, strings.Join(c, "\t"))
+		}
+	}
 	_ = tw.Flush()
 	return b.String()
+}
+
+// Issue 13's targets against Kafka Streams 4.1.1 on the same topology and input:
+// throughput ≥ 1.5×, CPU per record ≤ 0.5×, peak RSS ≤ 0.4×.
+const (
+	twinRateTarget = 1.5
+	twinCPUTarget  = 0.5
+	twinRSSTarget  = 0.4
+)
+
+func twinHeader() []string {
+	return []string{"eddy row", "Kafka Streams row", "throughput eddy / KS", "CPU per record eddy / KS", "peak RSS eddy / KS", "open sockets at stop (peak): eddy / KS", "output records per unit: eddy / KS"}
+}
+
+// twinCells compares each eddy row with its Kafka Streams twin: the ratio of the
+// medians, the median of the ratios taken per round (runs side by side), and the
+// verdict on issue 13's target.
+func twinCells(e *env, sums []*summary) [][]string {
+	byRow := map[string]*summary{}
+	for _, s := range sums {
+		byRow[s.Row] = s
+	}
+	var out [][]string
+	for _, s := range sums {
+		k := byRow[s.Twin]
+		if k == nil || s.Runs == 0 || k.Runs == 0 {
+			continue
+		}
+		ratio := func(a, b float64, f func(*runResult) float64, target float64, higher bool, what string) string {
+			if a == 0 || b == 0 {
+				return "—"
+			}
+			r := a / b
+			cell := fmt.Sprintf("%.2f× (%s vs %s", r, fmtVal(a, what), fmtVal(b, what))
+			if p := e.pairedRatio(s.Row, k.Row, f); p > 0 && s.Runs > 1 {
+				cell += fmt.Sprintf("; per round %.2f×", p)
+			}
+			ok := r <= target
+			sign := "≤"
+			if higher {
+				ok, sign = r >= target, "≥"
+			}
+			return cell + fmt.Sprintf("), target %s %.1f× %s", sign, target, verdict(ok))
+		}
+		out = append(out, []string{
+			s.Row, k.Row,
+			ratio(s.Rate, k.Rate, func(r *runResult) float64 { return r.Rate }, twinRateTarget, true, "rate"),
+			ratio(s.CPUPerM, k.CPUPerM, func(r *runResult) float64 { return r.CPUPerM }, twinCPUTarget, false, "cpu"),
+			ratio(s.MaxRSSMB, k.MaxRSSMB, func(r *runResult) float64 { return r.MaxRSSMB }, twinRSSTarget, false, "rss"),
+			fmt.Sprintf("%.0f (%.0f) / %.0f (%.0f)", s.Sockets, s.SocketsPeak, k.Sockets, k.SocketsPeak),
+			fmt.Sprintf("%.3f / %.3f", s.OutPerUnit, k.OutPerUnit),
+		})
+	}
+	return out
+}
+
+// fmtVal formats a compared value: a rate in units/s, CPU in s per M units, RSS in MB.
+func fmtVal(x float64, what string) string {
+	switch what {
+	case "rate":
+		return thousands(x) + "/s"
+	case "cpu":
+		return fmt.Sprintf("%.2f s/M", x)
+	}
+	return fmt.Sprintf("%.0f MB", x)
 }
 
 // costSummaries are the cost rows that ran, by engine (eddy first), fewest tasks first.
@@ -401,6 +474,14 @@ func markdown(e *env, sums []*summary) string {
 		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(costHeader(), " | "), strings.Repeat("---|", len(costHeader())))
 		for _, c := range costCells(cost) {
 			c[0] = "`" + c[0] + "`"
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
+		}
+	}
+	if twins := twinCells(e, sums); len(twins) > 0 {
+		b.WriteString("\neddy beside Kafka Streams 4.1.1 (issue 13's targets; ratio of the medians, and the median of the ratios taken per round, the two rows run side by side):\n\n")
+		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(twinHeader(), " | "), strings.Repeat("---|", len(twinHeader())))
+		for _, c := range twins {
+			c[0], c[1] = "`"+c[0]+"`", "`"+c[1]+"`"
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
 		}
 	}

@@ -21,6 +21,7 @@ type rowDef struct {
 	altCeiling  string  // a second ceiling shown beside the first (the target applies to the first)
 	target      float64 // minimum ratio to the ceiling; 0: none
 	rssTarget   float64 // peak RSS target in MB; 0: none
+	twin        string  // the Kafka Streams row running the same topology on the same input (issue 13's targets)
 	latency     bool
 	run         func(ctx context.Context, e *env, r *rowDef, round int) (*runResult, error)
 }
@@ -69,10 +70,17 @@ func rowTable() []*rowDef {
 		{name: "pass-eos-1s", group: "throughput", unit: "records", ceiling: "pipe-txn-1s", desc: "eddy passthrough, exactly-once, commit 1 s", run: eddyRow("passthrough", true, sec)},
 		{name: "wc-alos-100ms", group: "throughput", unit: "words", ceiling: "pipe-raw", desc: "eddy word count, at-least-once, commit 100 ms", run: eddyRow("wordcount", false, ms100)},
 		{name: "wc-alos-1s", group: "throughput", unit: "words", ceiling: "pipe-raw", desc: "eddy word count, at-least-once, commit 1 s", run: eddyRow("wordcount", false, sec)},
-		{name: "wc-eos-100ms", group: "throughput", unit: "words", ceiling: "pipe-txn", altCeiling: "pipe-txn-2hop", target: 0.70, desc: "eddy word count, exactly-once, commit 100 ms", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-eos-100ms", group: "throughput", unit: "words", ceiling: "pipe-txn", altCeiling: "pipe-txn-2hop", target: 0.70, twin: "ks-wc-eos-100ms", desc: "eddy word count, exactly-once, commit 100 ms", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-100ms-pertask", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with a producer per task (Config.ProducerPerTask) instead of per worker", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-100ms-w4", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with 4 workers (Config.Workers) instead of GOMAXPROCS", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-100ms-w8", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with 8 workers (Config.Workers) instead of GOMAXPROCS", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-eos-100ms-p64", group: "kstreams", unit: "words", twin: "ks-wc-eos-100ms-p64", desc: "eddy word count, exactly-once, commit 100 ms, on input of 64 partitions (128 tasks)", run: eddyRow("wordcount", true, ms100)},
+		{name: "ks-wc-eos-100ms", group: "kstreams", unit: "words", desc: "the same word count in Kafka Streams 4.1.1 (WordCountDemo's topology: flatMapValues, groupBy, count; exactly_once_v2, commit 100 ms, one stream thread, record caching off, JVM defaults)", run: eddyRow("wordcount", true, ms100)},
+		{name: "ks-wc-eos-100ms-p64", group: "kstreams", unit: "words", desc: "the same in Kafka Streams on input of 64 partitions (128 tasks)", run: eddyRow("wordcount", true, ms100)},
+		{name: "win-count-eos", group: "kstreams", unit: "events", twin: "ks-win-count-eos", desc: "eddy windowed count: GroupByKey().WindowedBy(window.Tumbling(time.Minute, 0)).Count() of -win-events events of -win-keys keys over an hour of event time, record caching off, exactly-once, commit 100 ms", run: eddyRow("win-count", true, ms100)},
+		{name: "ks-win-count-eos", group: "kstreams", unit: "events", desc: "the same in Kafka Streams 4.1.1 (groupByKey().windowedBy(TimeWindows.ofSizeWithNoGrace(1 min)).count(); exactly_once_v2, commit 100 ms, one stream thread, record caching off, JVM defaults)", run: eddyRow("win-count", true, ms100)},
+		{name: "ks-wc-eos-100ms-t2", group: "kstreams-diag", unit: "words", ceiling: "ks-wc-eos-100ms", desc: "diagnostic: ks-wc-eos-100ms with 2 stream threads (num.stream.threads, as eddy runs GOMAXPROCS = 2 workers here) instead of Kafka Streams' default 1", run: eddyRow("wordcount", true, ms100)},
+		{name: "ks-win-count-eos-ret2h", group: "kstreams-diag", unit: "events", ceiling: "ks-win-count-eos", desc: "diagnostic: ks-win-count-eos with the window store's retention 2 h instead of the default size + grace (1 min): 2 store segments (RocksDB instances) per task instead of one per minute of event time", run: eddyRow("win-count-ret2h", true, ms100)},
 		{name: "wc-eos-1s", group: "throughput", unit: "words", ceiling: "pipe-txn-1s", desc: "eddy word count, exactly-once, commit 1 s", run: eddyRow("wordcount", true, sec)},
 		{name: "wc-dsl-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "eddy word count in the stream DSL (examples/wordcount/dsl), record caching on (10 MiB per task), exactly-once, commit 100 ms", run: eddyRow("wordcount-dsl", true, ms100)},
 		{name: "wc-dsl-nocache-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with record caching off (stream.NoCaching)", run: eddyRow("wordcount-dsl-nocache", true, ms100)},
@@ -199,16 +207,33 @@ func pipeTxn2HopRow(ctx context.Context, e *env, r *rowDef, round int) (*runResu
 	return e.throughputRun(ctx, r, round, "pipe-txn-2hop", spec, mid, done, e.input)
 }
 
-// eddyRow runs an eddy application: passthrough or word count (wordcount,
-// wordcount-dsl, wordcount-dsl-nocache: the DSL's with record caching off).
+// eddyRow runs an eddy application: passthrough, word count (wordcount, wordcount-dsl,
+// wordcount-dsl-nocache: the DSL's with record caching off) or the windowed count
+// (win-count). Rows named ks-* run the same topology in Kafka Streams instead (wordcount,
+// win-count), rows named *-p<N> on input of N partitions instead of -partitions, rows
+// named *-w<N> with N workers, Kafka Streams rows named *-t<N> with N stream threads.
 func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context, *env, *rowDef, int) (*runResult, error) {
 	return func(ctx context.Context, e *env, r *rowDef, round int) (*runResult, error) {
-		words := topo != "passthrough"
+		kind := "eddy"
+		if strings.HasPrefix(r.name, "ks-") {
+			kind = "kstreams"
+			if _, err := e.needKStreams(ctx); err != nil {
+				return nil, err
+			}
+		}
+		P := int32(e.o.partitions)
+		if n := nameSuffixInt(r.name, "-p"); n > 0 {
+			P = int32(n)
+		}
+		words := strings.HasPrefix(topo, "wordcount")
 		var in *dataset
 		var err error
-		if words {
-			err, in = e.needLines(ctx), e.lines
-		} else {
+		switch {
+		case words:
+			in, err = e.needLines(ctx, P)
+		case strings.HasPrefix(topo, "win-count"):
+			in, err = e.needWinInput(ctx)
+		default:
 			err, in = e.needInput(ctx), e.input
 		}
 		if err != nil {
@@ -217,27 +242,34 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 		id := e.runID(r.name, round)
 		defer e.cleanupRun(id)
 		out := id + "-out"
-		if err := e.createTopic(ctx, out, int32(e.o.partitions), nil); err != nil {
+		if err := e.createTopic(ctx, out, in.Partitions, nil); err != nil {
 			return nil, err
 		}
 		spec := childSpec{
-			Row: r.name, Input: in.Topic, Output: out, Group: id, Partitions: int32(e.o.partitions),
+			Row: r.name, Input: in.Topic, Output: out, Group: id, Partitions: in.Partitions,
 			CommitInterval: interval, Topology: topo, ExactlyOnce: eos, StateDir: e.stateDir(id),
+			// The rows beside Kafka Streams report their open sockets; sampling them
+			// reads /proc/self/fd every 100 ms, in Kafka Streams' child as well.
+			SampleCost: r.twin != "" || kind == "kstreams",
 		}
 		spec.Tune.PerTask = strings.HasSuffix(r.name, "-pertask")
-		if i := strings.LastIndex(r.name, "-w"); i > 0 {
-			if n, err := strconv.Atoi(r.name[i+2:]); err == nil {
-				spec.Tune.Workers = n
-			}
-		}
+		spec.Tune.Workers = nameSuffixInt(r.name, "-w")
+		spec.Threads = nameSuffixInt(r.name, "-t") // Kafka Streams' stream threads (0: 1)
 		if topo == "wordcount-dsl-nocache" {
 			spec.Topology, spec.NoCaching = "wordcount-dsl", true
 		}
+		if kind == "kstreams" && !eos {
+			return nil, fmt.Errorf("%s: the Kafka Streams rows run exactly_once_v2 only", r.name)
+		}
 		// The first output of a word count is its first repartitioned word; the
-		// repartition topics are the topology's own (the DSL names them itself).
-		repartitions, err := repartitionTopics(&spec)
-		if err != nil {
-			return nil, err
+		// repartition topics are the topology's own (the DSL names them itself). Kafka
+		// Streams' word count names its repartition topic as eddy's processor-API
+		// version does (Grouped.as("words"): <app>-words-repartition).
+		var repartitions []string
+		if kind == "eddy" || words {
+			if repartitions, err = repartitionTopics(&spec); err != nil {
+				return nil, err
+			}
 		}
 		firstOut := out
 		if len(repartitions) > 0 {
@@ -254,16 +286,30 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 		default:
 			done = e.committedThrough(ctx, id, in, repartitions)
 		}
-		res, err := e.throughputRun(ctx, r, round, "eddy", spec, firstOut, done, in)
-		if err != nil || !words || !eos {
+		res, err := e.throughputRun(ctx, r, round, kind, spec, firstOut, done, in)
+		if err != nil || topo == "passthrough" || !eos {
 			return res, err
 		}
-		// Output records per input word: what the DSL's record caches save.
+		// Output records per input unit: what the DSL's record caches save; 1 where
+		// every update is forwarded (and so a check that both engines did the same).
 		if res.OutRecords, err = e.countCommitted(ctx, out); err != nil {
 			return nil, err
 		}
 		return res, nil
 	}
+}
+
+// nameSuffixInt is N of a row named ...<suffix>N (as "-p64", "-w4"), or 0.
+func nameSuffixInt(name, suffix string) int {
+	i := strings.LastIndex(name, suffix)
+	if i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(name[i+len(suffix):])
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
 }
 
 // changelogReadRow reads the restore rows' changelog without eddy.

@@ -6,11 +6,15 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.time.Duration;
+import java.util.Arrays;
+import java.util.Locale;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -19,6 +23,9 @@ import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.WindowedSerdes;
+import org.apache.kafka.streams.state.WindowStore;
 
 /**
  * One Kafka Streams row of integration/bench: runs a topology until SIGTERM, sampling its
@@ -26,9 +33,22 @@ import org.apache.kafka.streams.kstream.Produced;
  * "BENCH-RESULT {json}" on stdout (the bench child's result line), then closes.
  *
  * <p>Arguments: brokers applicationId input output commitIntervalMs stateDir topology
- * threads. Topology "count": the input's keys counted in the store "kv" (as eddy's
- * count topology), record caching off so that every record is forwarded, as eddy's
- * processor-API counter does.
+ * threads. Record caching is off so that every update is forwarded, as eddy's rows
+ * do. Topologies:
+ *
+ * <ul>
+ *   <li>"count": the input's keys counted in the store "kv" (eddy's count topology);
+ *   <li>"wordcount": Kafka Streams' WordCountDemo as eddy's examples/wordcount: lines
+ *       split into lower-cased runs of letters and digits, grouped by word through the
+ *       repartition topic "&lt;app&gt;-words-repartition", counted in the store "counts";
+ *   <li>"win-count": the input's keys counted per 1-minute tumbling window without
+ *       grace (eddy's win-count), keys written as TimeWindowedSerde writes them.
+ * </ul>
+ *
+ * <p>Repartition topics are not purged (repartition.purge.interval.ms is a day): the
+ * bench reads their tails to see when the group committed them, and a purge racing that
+ * read could make it fail (not tried). eddy purges its repartition topics every 30 s (a
+ * DeleteRecords per task), so this spares Kafka Streams a little work eddy does.
  */
 public final class Main {
     private static volatile int socketsPeak, threadsPeak;
@@ -52,18 +72,51 @@ public final class Main {
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, threads);
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        p.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, Duration.ofDays(1).toMillis());
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
 
         StreamsBuilder b = new StreamsBuilder();
-        if (!topology.equals("count")) {
-            System.err.println("unknown topology " + topology);
-            System.exit(2);
+        switch (topology) {
+            case "count":
+                b.stream(input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                        .groupByKey(Grouped.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                        .count(Materialized.as("kv"))
+                        .toStream()
+                        .to(output, Produced.with(Serdes.ByteArray(), Serdes.Long()));
+                break;
+            case "wordcount":
+                // eddy's wordcount.Words: lower-case, then runs of letters and digits.
+                Pattern separators = Pattern.compile("[^\\p{L}\\p{Nd}]+");
+                b.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+                        .flatMapValues(line -> Arrays.stream(separators.split(line.toLowerCase(Locale.ROOT)))
+                                .filter(w -> !w.isEmpty()).toList())
+                        .groupBy((key, word) -> word, Grouped.with("words", Serdes.String(), Serdes.String()))
+                        .count(Materialized.as("counts"))
+                        .toStream()
+                        .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+                break;
+            case "win-count":
+            case "win-count-ret2h":
+                // win-count-ret2h (a diagnostic): the store keeps 2 hours instead of the
+                // default size + grace (1 minute), so its segments (one RocksDB each,
+                // max(retention / 2, 1 minute) of stream time) are 2 instead of 60.
+                Materialized<byte[], Long, WindowStore<Bytes, byte[]>> win = Materialized.as("win");
+                if (topology.equals("win-count-ret2h")) {
+                    win = win.withRetention(Duration.ofHours(2));
+                }
+                b.stream(input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                        .groupByKey(Grouped.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                        .windowedBy(TimeWindows.ofSizeWithNoGrace(Duration.ofMinutes(1)))
+                        .count(win)
+                        .toStream()
+                        .to(output, Produced.with(
+                                WindowedSerdes.timeWindowedSerdeFrom(byte[].class, Duration.ofMinutes(1).toMillis()),
+                                Serdes.Long()));
+                break;
+            default:
+                System.err.println("unknown topology " + topology + " (count, wordcount, win-count)");
+                System.exit(2);
         }
-        b.stream(input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
-                .groupByKey(Grouped.with(Serdes.ByteArray(), Serdes.ByteArray()))
-                .count(Materialized.as("kv"))
-                .toStream()
-                .to(output, Produced.with(Serdes.ByteArray(), Serdes.Long()));
 
         KafkaStreams streams = new KafkaStreams(b.build(), p);
         CountDownLatch closed = new CountDownLatch(1);
