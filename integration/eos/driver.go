@@ -34,7 +34,10 @@ type DriverConfig struct {
 	// however long the faults before it took.
 	Allowed func() int
 	// Seed chooses the key of each record.
-	Seed   uint64
+	Seed uint64
+	// Clock gives each record its timestamp, from its value (sequence number); with a
+	// zero Clock the producer's time.
+	Clock  EventClock
 	Logger *slog.Logger
 }
 
@@ -145,6 +148,9 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, 
 				Key:       sarama.StringEncoder(key),
 				Value:     sarama.ByteEncoder(EncodeInt64(next)),
 				Metadata:  sentRecord{key: key, value: next},
+			}
+			if cfg.Clock.StepMs > 0 {
+				msg.Timestamp = time.UnixMilli(cfg.Clock.At(next))
 			}
 			input = p.Input()
 		}

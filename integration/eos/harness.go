@@ -71,8 +71,12 @@ type Config struct {
 	// InternalTopicConfigs are given to the instances (eddy.Config.InternalTopicConfigs);
 	// with a Cluster the harness checks that the internal topics have them.
 	InternalTopicConfigs map[string]string
-	// Seed makes the run's keys and fault schedule.
+	// Seed makes the run's keys, event times and fault schedule.
 	Seed uint64
+	// Clock gives the input records their event times and Windows are the windowed
+	// aggregation's; default (both zero): TimeFor(Records, Keys, Seed, now).
+	Clock   EventClock
+	Windows WindowParams
 	// CatchUpTimeout bounds the wait, after the last record and fault, for the
 	// application to process everything; default 3 min.
 	CatchUpTimeout time.Duration
@@ -188,6 +192,9 @@ func (c *Config) defaults() error {
 	if c.CommitInterval <= 0 {
 		c.CommitInterval = 100 * time.Millisecond
 	}
+	if c.Windows.SizeMs == 0 && c.Clock.StepMs == 0 {
+		c.Clock, c.Windows = TimeFor(c.Records, c.Keys, c.Seed, time.Now())
+	}
 	if c.CatchUpTimeout <= 0 {
 		c.CatchUpTimeout = 3 * time.Minute
 	}
@@ -283,7 +290,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	for i := range cfg.Instances {
 		in := &instance{
 			cfg: InstanceConfig{
-				Name: fmt.Sprintf("i%d", i), Names: h.names, Buckets: cfg.Buckets, Brokers: cfg.Brokers,
+				Name: fmt.Sprintf("i%d", i), Names: h.names, Buckets: cfg.Buckets, Windows: cfg.Windows, Brokers: cfg.Brokers,
 				StateDir:       filepath.Join(cfg.WorkDir, fmt.Sprintf("state-%d", i)),
 				CommitInterval: cfg.CommitInterval, AtLeastOnce: cfg.AtLeastOnce,
 				SessionTimeout: cfg.SessionTimeout, TransactionTimeout: cfg.TransactionTimeout,
@@ -319,7 +326,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	go func() {
 		acked, failed, err := Produce(driverCtx, DriverConfig{
 			Brokers: cfg.Brokers, Topic: h.names.Input, Partitions: cfg.Partitions, Records: cfg.Records,
-			Keys: cfg.Keys, Rate: float64(cfg.Records) / span.Seconds(), Allowed: allowed, Seed: cfg.Seed, Logger: h.logger,
+			Keys: cfg.Keys, Rate: float64(cfg.Records) / span.Seconds(), Allowed: allowed, Seed: cfg.Seed, Clock: cfg.Clock, Logger: h.logger,
 		})
 		driverDone <- driven{acked, failed, err}
 	}()
@@ -368,11 +375,19 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		h.checkReplication()
 	}
 
-	o, err := Gather(ctx, GatherConfig{Brokers: cfg.Brokers, Names: h.names, Buckets: cfg.Buckets, Logger: h.logger})
+	o, err := Gather(ctx, GatherConfig{Brokers: cfg.Brokers, Names: h.names, Buckets: cfg.Buckets, Windows: cfg.Windows, Logger: h.logger})
 	if err != nil {
 		return nil, err
 	}
 	o.Acked = d.acked
+	o.OperatorStarts = map[int32][]int64{}
+	for _, in := range h.instances {
+		for _, p := range in.processes() {
+			for _, s := range p.operatorStartEvents() {
+				o.OperatorStarts[s.partition] = append(o.OperatorStarts[s.partition], s.offset)
+			}
+		}
+	}
 	for _, in := range h.instances {
 		snaps, err := ReadStateDir(in.cfg.StateDir, h.names.App)
 		if err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/window"
 )
 
 // GatherConfig says what to read back after a run.
@@ -21,6 +23,8 @@ type GatherConfig struct {
 	Brokers []string
 	Names   Names
 	Buckets int
+	// Windows are the windowed aggregation's (the size decodes its keys).
+	Windows WindowParams
 	// StableWait is how long to wait for every last stable offset to reach its
 	// high-water mark before reading (commit markers are written shortly after a
 	// commit returns); what is still open then counts as hanging. Default 5 s, well
@@ -124,7 +128,7 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 	defer client.Close()
 	n := cfg.Names
 	checked := append(n.OutputTopics(), n.Repartition())
-	for _, s := range Stores() {
+	for _, s := range append(Stores(), WindowStores()...) {
 		checked = append(checked, n.Changelog(s))
 	}
 	ends := map[string][]PartitionEnd{}
@@ -157,6 +161,7 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 	}
 	o := &Observed{
 		Buckets:             cfg.Buckets,
+		Windows:             cfg.Windows,
 		Input:               map[int32][]InRecord{},
 		Echo:                map[int32][]OutRecord{},
 		Outputs:             map[string]map[int32][]OutRecord{},
@@ -186,7 +191,7 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 		if err != nil {
 			v = -1 // the driver wrote every input record; -1 matches no output
 		}
-		o.Input[p] = append(o.Input[p], InRecord{Offset: r.Offset, Key: keys.get(r.Key), Value: v})
+		o.Input[p] = append(o.Input[p], InRecord{Offset: r.Offset, Key: keys.get(r.Key), Value: v, Timestamp: r.Timestamp.UnixMilli()})
 	}); err != nil {
 		return nil, err
 	}
@@ -213,6 +218,16 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 				rec.Input, rec.Value = u.Input, u.Value
 			}
 			outs[p] = append(outs[p], rec)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Windows.SizeMs > 0 {
+		winKeys := window.TimeWindowedSerde(serde.String(), cfg.Windows.Size())
+		o.WinUpdates = map[int32][]WinRecord{}
+		o.OutputPartitions[OutWinUpdates] = int32(len(ends[n.WinUpdates]))
+		if err := read(n.WinUpdates, func(p int32, r kread.Record) {
+			o.WinUpdates[p] = append(o.WinUpdates[p], decodeWinRecord(winKeys, n.WinUpdates, r))
 		}); err != nil {
 			return nil, err
 		}
@@ -247,6 +262,21 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 	}
 	logger.Info("eos: read back the run", "input_partitions", o.Partitions, "took", time.Since(began).Round(time.Millisecond))
 	return o, nil
+}
+
+// decodeWinRecord reads a record of a windowed output topic.
+func decodeWinRecord(keys serde.Serde[window.Windowed[string]], topic string, r kread.Record) WinRecord {
+	rec := WinRecord{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli()}
+	k, err := keys.Deserialize(topic, r.Key)
+	if err != nil {
+		rec.Bad = fmt.Sprintf("key %q: %v", r.Key, err)
+		return rec
+	}
+	rec.Key, rec.Start = k.Key, k.Window.StartMs()
+	if rec.Agg, err = DecodeWinAgg(r.Value); err != nil {
+		rec.Bad = err.Error()
+	}
+	return rec
 }
 
 // offsetsTopic is Kafka's internal topic of committed offsets.
