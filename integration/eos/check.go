@@ -136,12 +136,14 @@ type Report struct {
 	// the cause to look at: a broker that answered OffsetFetch with stale offsets, or
 	// a runtime that committed an old position.
 	OffsetRegressions int
-	// LateDropped counts the input records the windowed aggregation must drop as late;
+	// WindowUpdates counts the windowed aggregation's updates checked; LateDropped
+	// the input records the windowed aggregation must drop as late;
 	// MaybeLate those it may drop or not, depending on where an operator restarted;
 	// FinalWindows the windows that must have a final result; MaybeLateResults the
 	// extra final results of windows with maybe-late records (a restarted operator
 	// accepting such a record after the window's result went out, as Kafka Streams'
 	// would). None of these is an anomaly.
+	WindowUpdates    int
 	LateDropped      int
 	MaybeLate        int
 	FinalWindows     int

@@ -65,6 +65,7 @@ func run(t *testing.T, ctx context.Context, cfg eos.Config) *eos.Result {
 		t.Fatalf("harness: %v", err)
 	}
 	t.Logf("%s (seed %d, %d tail restores checked, %v)", res.Summary(), cfg.Seed, res.Report.TailRestores, res.Duration.Round(time.Second))
+	t.Logf("%s", res.Report.WindowSummary())
 	for _, a := range res.Anomalies {
 		t.Logf("anomaly: %s", a)
 	}
@@ -353,6 +354,24 @@ func TestVerifierFindsDoctoredOutput(t *testing.T) {
 		// The store and changelog still count it; only the output lacks it.
 		expectReport(t, o, want{lost: 1})
 	})
+	t.Run("duplicate window update", func(t *testing.T) {
+		o := clone(clean)
+		u := o.WinUpdates[0]
+		o.WinUpdates[0] = append(u[:4:4], append([]eos.WinRecord{u[3]}, u[4:]...)...)
+		expectReport(t, o, want{dup: 1})
+	})
+	t.Run("wrong window count", func(t *testing.T) {
+		o := clone(clean)
+		o.WinUpdates[1][len(o.WinUpdates[1])/2].Agg.Count++
+		expectReport(t, o, want{mismatched: 1})
+	})
+	t.Run("windows exercised", func(t *testing.T) {
+		// Late records dropped and every update checked (the doctored cases of the
+		// windowed outputs are in windowed_test.go).
+		if r := eos.Check(clone(clean)); r.LateDropped == 0 || r.WindowUpdates < 1000 {
+			t.Errorf("the clean run: %s; want late records and at least 1000 updates", r.WindowSummary())
+		}
+	})
 	t.Run("acknowledged record missing from the input", func(t *testing.T) {
 		o := clone(clean)
 		o.Acked = append(o.Acked, eos.Acked{Partition: 0, Offset: 1 << 40, Key: "k0000", Value: 1 << 40})
@@ -432,6 +451,7 @@ func clone(o *eos.Observed) *eos.Observed {
 		c.Snapshots = append(c.Snapshots, s)
 	}
 	c.Restores = append([]eos.RestoreCheck(nil), o.Restores...)
+	c.WinUpdates = cloneParts(o.WinUpdates)
 	c.OffsetCommits = append([]eos.OffsetCommit(nil), o.OffsetCommits...)
 	return &c
 }

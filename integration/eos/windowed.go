@@ -140,6 +140,15 @@ type WinRecord struct {
 	Bad       string
 }
 
+// WindowSummary says what the verifier found of the windowed aggregation (none of it is
+// an anomaly): the updates and final results it checked, the input records dropped as
+// late, those it takes as maybe late (see OperatorStartMsg) and the extra final results
+// these made.
+func (r *Report) WindowSummary() string {
+	return fmt.Sprintf("windows: updates=%d final-results=%d late=%d maybe-late=%d maybe-late-results=%d",
+		r.WindowUpdates, r.FinalWindows, r.LateDropped, r.MaybeLate, r.MaybeLateResults)
+}
+
 // lateness is what the verifier knows of whether the windowed aggregation accepted an
 // input record.
 type lateness int8
@@ -308,6 +317,7 @@ func checkWinUpdates(o *Observed, e *expectations, we *winExpect, r *Report) {
 				continue
 			}
 			seen[rec.Agg.Last] = rec
+			r.WindowUpdates++
 			if we.class[rec.Agg.Last] == late {
 				r.Mismatched++
 				r.problem(what, "%d/%d key %s window %d: input value %d is late (its window closed before it) but was counted", q, rec.Offset, rec.Key, rec.Start, rec.Agg.Last)
