@@ -4,6 +4,7 @@ package eos
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/eddy-streams/eddy/changelog"
@@ -36,8 +37,13 @@ type Names struct {
 	Counts       string
 	Maxes        string
 	BucketCounts string
-	// WinUpdates gets the windowed aggregation's every update.
+	// WinUpdates gets the windowed aggregation's every update, WinFinals its final
+	// results (suppressed until each window closes).
 	WinUpdates string
+	WinFinals  string
+	// Right is the join's second input topic; Joins its output.
+	Right string
+	Joins string
 }
 
 // NamesFor derives every name of a run from one prefix.
@@ -51,12 +57,15 @@ func NamesFor(prefix string) Names {
 		Maxes:        prefix + "-maxes",
 		BucketCounts: prefix + "-bucket-counts",
 		WinUpdates:   prefix + "-win-updates",
+		WinFinals:    prefix + "-win-finals",
+		Right:        prefix + "-right",
+		Joins:        prefix + "-joins",
 	}
 }
 
 // OutputTopics are the sink topics of the application.
 func (n Names) OutputTopics() []string {
-	return []string{n.Echo, n.Sums, n.Counts, n.Maxes, n.BucketCounts, n.WinUpdates}
+	return []string{n.Echo, n.Sums, n.Counts, n.Maxes, n.BucketCounts, n.WinUpdates, n.WinFinals, n.Joins}
 }
 
 // WindowStores are the window stores of the application (their changelogs hold
@@ -142,7 +151,7 @@ func BucketKey(v int64, buckets int) string {
 // Input records have String keys and Int64 values; their timestamps are the event
 // times the windows go by. The windowed aggregation is the DSL's (stream package),
 // uncached, so every update reaches its topic.
-func Topology(n Names, buckets int, w WindowParams) (*topology.Topology, error) {
+func Topology(n Names, buckets int, w WindowParams, finals bool, j JoinParams) (*topology.Topology, error) {
 	if buckets < 1 {
 		return nil, fmt.Errorf("eos: buckets %d: want at least 1", buckets)
 	}
@@ -187,6 +196,24 @@ func Topology(n Names, buckets int, w WindowParams) (*topology.Topology, error) 
 		WinAggSerde(), stream.Materialized(StoreWindow), stream.WithoutCaching())
 	winKeys, winValues := window.TimeWindowedSerde(str, w.Size()), serde.Nullable(WinAggSerde())
 	stream.ToStream(agg).To(n.WinUpdates, winKeys, winValues)
+	if finals {
+		// The stream package has no suppression yet (issue #15, branch suppress): with
+		// it, the final results are
+		//
+		//	stream.ToStream(agg.Suppress(stream.UntilWindowCloses(stream.Unbounded()))).To(n.WinFinals, winKeys, winValues)
+		return nil, errors.New("eos: final results: the stream package has no suppression")
+	}
+
+	if j.DiffMs > 0 {
+		// The stream package has no stream–stream join yet (issue #15, branch joins):
+		// with it, the join is
+		//
+		//	right := stream.From(sb, str, i64, []string{n.Right}, stream.Named("right"))
+		//	stream.StreamJoin(input, right, func(l, r int64) Update { return Update{Input: l, Value: r} },
+		//		window.JoinTimeDifference(time.Duration(j.DiffMs)*time.Millisecond, time.Duration(j.GraceMs)*time.Millisecond),
+		//		stream.JoinedWith(str, i64, i64)).To(n.Joins, str, upd)
+		return nil, fmt.Errorf("eos: a join of %d ms: the stream package has no stream–stream join", j.DiffMs)
+	}
 	return sb.Build()
 }
 

@@ -99,6 +99,13 @@ type Observed struct {
 	// OperatorStarts are, per input partition, the offsets at which the instances
 	// logged that a task's windowed operators started (OperatorStartMsg).
 	OperatorStarts map[int32][]int64
+	// Right is the join's right topic, per partition, in offset order, and AckedRight
+	// what the driver was told was written to it; Joins the join's output (nil when
+	// the application has no join) and Join its windows.
+	Right      map[int32][]InRecord
+	AckedRight []Acked
+	Joins      map[int32][]JoinRecord
+	Join       JoinParams
 }
 
 // OffsetCommit is one committed offset as the __consumer_offsets log holds it.
@@ -144,6 +151,8 @@ type Report struct {
 	// accepting such a record after the window's result went out, as Kafka Streams'
 	// would). None of these is an anomaly.
 	WindowUpdates    int
+	OperatorStarts   int
+	JoinResults      int
 	LateDropped      int
 	MaybeLate        int
 	FinalWindows     int
@@ -205,6 +214,12 @@ func Check(o *Observed) *Report {
 	}
 	if o.WinFinals != nil {
 		checkWinFinals(o, we, r)
+	}
+	if o.Right != nil {
+		checkRightAcked(o, r)
+	}
+	if o.Joins != nil {
+		checkJoins(o, e, r)
 	}
 	checkStores(o, e, r)
 	checkRestores(o, r)

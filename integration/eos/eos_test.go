@@ -562,3 +562,60 @@ func freePortRange(t *testing.T, n int) int {
 	t.Fatalf("no %d consecutive free ports found", n)
 	return 0
 }
+
+// The driver gives each record the event time of its sequence number and writes a Right
+// record after the records the clock picks, with a key of its own, value RightValueBase
+// plus the sequence number and the same timestamp.
+func TestProduceEventTimesAndRightRecords(t *testing.T) {
+	c := kafkatest.Embedded(t)
+	ctx := testContext(t, time.Minute)
+	in, right := c.Unique("in"), c.Unique("right")
+	for _, topic := range []string{in, right} {
+		if err := c.CreateTopic(ctx, topic, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock, _ := eos.TimeFor(800, 10, 5, time.Now())
+	acked, ackedRight, failed, err := eos.Produce(ctx, eos.DriverConfig{
+		Brokers: c.Addrs(), Topic: in, RightTopic: right, Partitions: 2, Records: 800, Keys: 10, Seed: 5, Clock: clock,
+	})
+	if err != nil || failed != 0 || len(acked) != 800 {
+		t.Fatalf("%d acknowledged, %d failed: %v", len(acked), failed, err)
+	}
+	wantRight := 0
+	for seq := int64(1); seq <= 800; seq++ {
+		if clock.WritesRight(seq) {
+			wantRight++
+		}
+	}
+	if len(ackedRight) != wantRight || wantRight < 150 || wantRight > 250 {
+		t.Fatalf("%d right records acknowledged, want %d (about 200)", len(ackedRight), wantRight)
+	}
+	n := 0
+	for _, topic := range []string{in, right} {
+		msgs, err := c.ReadCommitted(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			v, err := eos.DecodeInt64(m.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq := v
+			if topic == right {
+				seq = v - eos.RightValueBase
+				if !clock.WritesRight(seq) {
+					t.Fatalf("right value %d: written after a record the clock did not pick", v)
+				}
+			}
+			if m.Timestamp.UnixMilli() != clock.At(seq) {
+				t.Fatalf("%s value %d: timestamp %d, want %d", topic, v, m.Timestamp.UnixMilli(), clock.At(seq))
+			}
+			n++
+		}
+	}
+	if n != 800+wantRight {
+		t.Fatalf("%d records read back, want %d", n, 800+wantRight)
+	}
+}

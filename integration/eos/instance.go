@@ -38,6 +38,8 @@ type InstanceConfig struct {
 	Names          Names         `json:"names"`
 	Buckets        int           `json:"buckets"`
 	Windows        WindowParams  `json:"windows"`
+	Finals         bool          `json:"finals,omitempty"`
+	Join           JoinParams    `json:"join"`
 	Brokers        []string      `json:"brokers"`
 	StateDir       string        `json:"state_dir"`
 	CommitInterval time.Duration `json:"commit_interval"`
@@ -84,7 +86,7 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).With("instance", cfg.Name)
-	topo, err := Topology(cfg.Names, cfg.Buckets, cfg.Windows)
+	topo, err := Topology(cfg.Names, cfg.Buckets, cfg.Windows, cfg.Finals, cfg.Join)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -23,8 +25,12 @@ type GatherConfig struct {
 	Brokers []string
 	Names   Names
 	Buckets int
-	// Windows are the windowed aggregation's (the size decodes its keys).
+	// Windows are the windowed aggregation's (the size decodes its keys); Join the
+	// join's (zero: no join, its topics are not read).
 	Windows WindowParams
+	Join    JoinParams
+	// Finals: the application has the windowed aggregation's final results.
+	Finals bool
 	// StableWait is how long to wait for every last stable offset to reach its
 	// high-water mark before reading (commit markers are written shortly after a
 	// commit returns); what is still open then counts as hanging. Default 5 s, well
@@ -131,11 +137,27 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 	for _, s := range append(Stores(), WindowStores()...) {
 		checked = append(checked, n.Changelog(s))
 	}
+	// The DSL's stores and repartition topics have generated names (the join's window
+	// stores, a suppression buffer): every internal topic of the application is
+	// checked for open transactions.
+	if err := client.RefreshMetadata(); err != nil {
+		return nil, fmt.Errorf("eos: metadata: %w", err)
+	}
+	topics, err := client.Topics()
+	if err != nil {
+		return nil, fmt.Errorf("eos: topics: %w", err)
+	}
+	for _, t := range topics {
+		internal := strings.HasPrefix(t, n.App+"-") && (strings.HasSuffix(t, "-changelog") || strings.HasSuffix(t, "-repartition"))
+		if internal && !slices.Contains(checked, t) {
+			checked = append(checked, t)
+		}
+	}
 	ends := map[string][]PartitionEnd{}
 	deadline := time.Now().Add(cfg.StableWait)
 	for {
 		open := 0
-		for _, t := range append([]string{n.Input}, checked...) {
+		for _, t := range append([]string{n.Input, n.Right}, checked...) {
 			es, err := partitionEnds(client, t)
 			if err != nil {
 				return nil, fmt.Errorf("eos: %w", err)
@@ -162,6 +184,7 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 	o := &Observed{
 		Buckets:             cfg.Buckets,
 		Windows:             cfg.Windows,
+		Join:                cfg.Join,
 		Input:               map[int32][]InRecord{},
 		Echo:                map[int32][]OutRecord{},
 		Outputs:             map[string]map[int32][]OutRecord{},
@@ -228,6 +251,40 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 		o.OutputPartitions[OutWinUpdates] = int32(len(ends[n.WinUpdates]))
 		if err := read(n.WinUpdates, func(p int32, r kread.Record) {
 			o.WinUpdates[p] = append(o.WinUpdates[p], decodeWinRecord(winKeys, n.WinUpdates, r))
+		}); err != nil {
+			return nil, err
+		}
+		if cfg.Finals {
+			o.WinFinals = map[int32][]WinRecord{}
+			o.OutputPartitions[OutWinFinals] = int32(len(ends[n.WinFinals]))
+			if err := read(n.WinFinals, func(p int32, r kread.Record) {
+				o.WinFinals[p] = append(o.WinFinals[p], decodeWinRecord(winKeys, n.WinFinals, r))
+			}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.Join.DiffMs > 0 {
+		o.Right = map[int32][]InRecord{}
+		if err := read(n.Right, func(p int32, r kread.Record) {
+			v, err := DecodeInt64(r.Value)
+			if err != nil {
+				v = -1
+			}
+			o.Right[p] = append(o.Right[p], InRecord{Offset: r.Offset, Key: keys.get(r.Key), Value: v, Timestamp: r.Timestamp.UnixMilli()})
+		}); err != nil {
+			return nil, err
+		}
+		o.Joins = map[int32][]JoinRecord{}
+		o.OutputPartitions[OutJoins] = int32(len(ends[n.Joins]))
+		if err := read(n.Joins, func(p int32, r kread.Record) {
+			rec := JoinRecord{Offset: r.Offset, Key: keys.get(r.Key), Timestamp: r.Timestamp.UnixMilli()}
+			if u, err := DecodeUpdate(r.Value); err != nil {
+				rec.Bad = err.Error()
+			} else {
+				rec.Left, rec.Right = u.Input, u.Value
+			}
+			o.Joins[p] = append(o.Joins[p], rec)
 		}); err != nil {
 			return nil, err
 		}

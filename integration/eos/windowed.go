@@ -145,8 +145,8 @@ type WinRecord struct {
 // late, those it takes as maybe late (see OperatorStartMsg) and the extra final results
 // these made.
 func (r *Report) WindowSummary() string {
-	return fmt.Sprintf("windows: updates=%d final-results=%d late=%d maybe-late=%d maybe-late-results=%d",
-		r.WindowUpdates, r.FinalWindows, r.LateDropped, r.MaybeLate, r.MaybeLateResults)
+	return fmt.Sprintf("windows: updates=%d final-results=%d late=%d operator-starts=%d maybe-late=%d maybe-late-results=%d join-results=%d",
+		r.WindowUpdates, r.FinalWindows, r.LateDropped, r.OperatorStarts, r.MaybeLate, r.MaybeLateResults, r.JoinResults)
 }
 
 // lateness is what the verifier knows of whether the windowed aggregation accepted an
@@ -208,6 +208,7 @@ func expectWindows(o *Observed, r *Report) *winExpect {
 		for _, off := range o.OperatorStarts[p] {
 			if i, _ := slices.BinarySearchFunc(recs, off, func(r InRecord, off int64) int { return compareInt64(r.Offset, off) }); i < len(recs) {
 				restart[i] = true
+				r.OperatorStarts++
 			}
 		}
 		observed, sinceRestart := int64(-1), int64(-1)
