@@ -457,6 +457,9 @@ func clone(o *eos.Observed) *eos.Observed {
 }
 
 func cloneParts[T any](m map[int32][]T) map[int32][]T {
+	if m == nil {
+		return nil // nil: the output is not there to check
+	}
 	out := make(map[int32][]T, len(m))
 	for p, recs := range m {
 		out[p] = append([]T(nil), recs...)
