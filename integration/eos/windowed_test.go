@@ -122,6 +122,16 @@ func TestWindowedLateRule(t *testing.T) {
 		c.updates[3].Agg.Count = 3
 		checkWin(t, c.observed(), winCounts{mismatched: 1})
 	})
+	t.Run("update with a wrong sum", func(t *testing.T) {
+		c := boundaryCase()
+		c.updates[3].Agg.Sum--
+		checkWin(t, c.observed(), winCounts{mismatched: 1})
+	})
+	t.Run("update with a wrong timestamp", func(t *testing.T) {
+		c := boundaryCase()
+		c.updates[3].Timestamp = 22 // the window's first record's, not the largest
+		checkWin(t, c.observed(), winCounts{mismatched: 1})
+	})
 	t.Run("updates out of order", func(t *testing.T) {
 		c := boundaryCase()
 		c.updates[1], c.updates[3] = c.updates[3], c.updates[1]
@@ -182,6 +192,23 @@ func TestWindowedRestartMakesLateRecordsAmbiguous(t *testing.T) {
 			t.Errorf("late %d, maybe late %d; want 1, 1", r.LateDropped, r.MaybeLate)
 		}
 	})
+}
+
+// After a restart at v6, the operator's stream time is only certain to reach 24 (v7,
+// of key b): window [10,20) of a closes at 25, so its result may be missing (a run whose
+// last incarnation started at v6 and saw only v6 and v7 never closed it); [0,10),
+// closed at 15, must still have its result.
+func TestWindowedRestartNearTheEnd(t *testing.T) {
+	c := boundaryCase()
+	c.in = append(c.in, InRecord{Offset: 6, Key: "b", Value: 7, Timestamp: 24})
+	c.updates = append(c.updates, WinRecord{Offset: 4, Key: "b", Start: 20, Agg: WinAgg{1, 7, 7}, Timestamp: 24})
+	checkWin(t, c.observed(5), winCounts{})
+	c.finals = c.finals[:1]
+	if r := checkWin(t, c.observed(5), winCounts{}); r.FinalWindows != 1 {
+		t.Errorf("final windows %d, want 1", r.FinalWindows)
+	}
+	c.finals = nil
+	checkWin(t, c.observed(5), winCounts{lost: 1})
 }
 
 // simulateWindows runs the windowed aggregation as Kafka Streams does, without
