@@ -236,13 +236,15 @@ func BenchmarkOpen(b *testing.B) {
 
 // BenchmarkRestoreFromEmpty: 1M changelog records over 100k or 1M random 16-byte keys
 // (100-byte values) restored into an empty store from fetches of 8192 records, side by
-// side: "restorer" (batched random-order writes, the tail path), "bulk" (BulkRestorer:
-// gather, sort, load in key order), "bulk-spill" (the same with a 4 MiB budget: sorted
-// runs spilled to files and merged). Run with -benchtime=1x.
+// side: "restorer" (batched random-order writes, the tail path), "bulk-inplace"
+// (BulkRestorer: gather, sort, load in key order through bbolt's Put), "bulk" (the same,
+// the file built page by page and swapped in: LoadAuto on an empty file), "bulk-spill"
+// (the same with a 4 MiB budget: sorted runs spilled to files and merged). Run with
+// -benchtime=1x.
 func BenchmarkRestoreFromEmpty(b *testing.B) {
 	const records, fetch = 1_000_000, 8192
 	for _, keys := range []int{100_000, 1_000_000} {
-		for _, how := range []string{"restorer", "bulk", "bulk-spill"} {
+		for _, how := range []string{"restorer", "bulk-inplace", "bulk", "bulk-spill"} {
 			b.Run(fmt.Sprintf("keys=%d/%s", keys, how), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(5, 6))
 				vals := make([][]byte, 64)
@@ -274,6 +276,9 @@ func BenchmarkRestoreFromEmpty(b *testing.B) {
 						opts := BulkRestorerOptions{}
 						if how == "bulk-spill" {
 							opts.MaxBytes = 4 << 20
+						}
+						if how == "bulk-inplace" {
+							opts.Load = LoadInPlace
 						}
 						r, err := NewBulkRestorer(be, "s", opts)
 						if err != nil {

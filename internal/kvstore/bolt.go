@@ -475,6 +475,9 @@ type boltBackend struct {
 	firstChunk int
 	// unsynced: a Restorer switched fsync off for the restore (under mu's write lock).
 	unsynced bool
+	// buildHook, if set (tests), runs between a file build and its swap (boltbuild.go);
+	// an error stops the swap.
+	buildHook func(stage string) error
 }
 
 // beginUnsynced switches the fsync of each write off until endUnsynced: a restore's

@@ -36,6 +36,8 @@ func TestBoltChildProcess(t *testing.T) {
 		childHoldLock(dir)
 	case "crash":
 		childCrashLoop(dir, os.Getenv(childEnv+"_NOSYNC") == "1")
+	case "build":
+		childBuild(dir, os.Getenv(childEnv+"_HOLD") == "1")
 	default:
 		fmt.Fprintln(os.Stderr, "unknown child job", job)
 		os.Exit(2)

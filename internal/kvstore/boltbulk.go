@@ -133,8 +133,12 @@ func moveIntoPlace(tx *bolt.Tx, store string, emptyValue []byte, checkpoint int6
 	return meta.Put(name, binary.BigEndian.AppendUint64(nil, uint64(checkpoint)))
 }
 
-// bulkDrop removes the staging bucket of store, if any.
+// bulkDrop removes the staging bucket of store, if any, and a file an interrupted file
+// build left (boltbuild.go).
 func (b *boltBackend) bulkDrop(store string) error {
+	if err := removeIfThere(b.path + buildFileSuffix); err != nil {
+		return err
+	}
 	var found bool
 	err := b.do("drop bulk restore", store, func() error {
 		return b.db.View(func(tx *bolt.Tx) error {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,7 +31,26 @@ type BulkRestorerOptions struct {
 	// SpillDir is where run files go; default the bbolt backend's directory (the
 	// task's state dir), else os.TempDir.
 	SpillDir string
+	// Load says how the keys go into a bbolt file; default LoadAuto.
+	Load BulkLoad
 }
+
+// BulkLoad is how a BulkRestorer loads a bbolt file.
+type BulkLoad int
+
+const (
+	// LoadAuto builds a new file when the task's file is no larger than the gathered
+	// data (copying the file's other buckets costs no more than the load), else loads
+	// in place.
+	LoadAuto BulkLoad = iota
+	// LoadInPlace loads the keys through bbolt's Put, in key order, into a staging
+	// bucket of the open file, moved into place at the end (boltbulk.go).
+	LoadInPlace
+	// LoadNewFile writes a new file page by page, the file's other buckets copied, and
+	// renames it over the old one (boltbuild.go): 2-3 times cheaper than bbolt's Put
+	// in key order.
+	LoadNewFile
+)
 
 // A BulkRestorer restores a store from empty: a store with no checkpoint (new, or
 // wiped). bbolt is a copy-on-write B+tree: writing random keys rewrites most leaf pages
@@ -38,11 +58,14 @@ type BulkRestorerOptions struct {
 // (BENCHMARKS.md). A BulkRestorer instead gathers each key's last value (a tombstone
 // removes it: the store starts empty), spills sorted runs to files when over
 // MaxBytes (an external sort: memory stays bounded for a store larger than RAM), and
-// at Finish merges them and loads the keys in order, appending to the right edge of
-// the tree with full pages, into a staging bucket that is moved into place, with the
-// checkpoint, in the load's last transaction.
+// at Finish merges them and loads the keys in order: by default (LoadAuto, on a file no
+// larger than the data) as a new file written page by page and renamed into place with
+// the checkpoint in it (boltbuild.go says why every state on the way is valid);
+// otherwise (LoadInPlace) appending to the right edge of the tree with full pages,
+// into a staging bucket that is moved into place, with the checkpoint, in the load's
+// last transaction, as follows.
 //
-// Why every state is valid (the invariant: the store holds exactly the changelog's
+// Why every state of the in-place load is valid (the invariant: the store holds exactly the changelog's
 // committed prefix up to its checkpoint, or is empty with no checkpoint):
 //   - Until the last transaction, the store's own bucket is untouched: it stays empty
 //     with no checkpoint (the restore wiped it), whatever happens. The gathered data
@@ -72,10 +95,12 @@ type BulkRestorer struct {
 	sortedN  int // the first sortedN gathered records are sorted (see sortGathered)
 	bytes    int
 	runs     []string // run files, oldest first
+	runBytes int64    // their size
 	dir      string   // spill directory of this restore, made at the first spill
 	next     int64
 	has      bool
 	records  int64
+	tail     bool // NewBulkTailRestorer's
 }
 
 // bulkLoader is a backend that can build a store aside and move it into place with
@@ -109,6 +134,10 @@ var ErrNotEmpty = errors.New("store is not empty")
 // no checkpoint (wipe it first). It removes what an interrupted bulk restore of the
 // store left behind.
 func NewBulkRestorer(backend Backend, store string, opts BulkRestorerOptions) (*BulkRestorer, error) {
+	return newBulkRestorer(backend, store, opts)
+}
+
+func newBulkRestorer(backend Backend, store string, opts BulkRestorerOptions) (*BulkRestorer, error) {
 	l, ok := backend.(bulkLoader)
 	if !ok {
 		return nil, ErrBulkUnsupported
@@ -135,6 +164,26 @@ func NewBulkRestorer(backend Backend, store string, opts BulkRestorerOptions) (*
 			return nil, &statestore.StoreError{Store: store, Op: "bulk restore", Err: fmt.Errorf("remove leftover run files: %w", err)}
 		}
 	}
+	return r, nil
+}
+
+// NewBulkTailRestorer makes a BulkRestorer of a store's tail: a store with keys and a
+// checkpoint, restored from there by a changelog tail far larger than the store. It
+// gathers the tail as a restore from empty does (tombstones kept) and at Finish writes
+// a new file in which the store is the merge of its keys with the tail's last values
+// (boltbuild.go), with the tail's checkpoint. Until then the store stays as it was, at
+// its old checkpoint: an interrupted tail restore keeps no progress but loses nothing.
+// Only a backend that builds files (bbolt) supports it; LoadInPlace is not possible.
+func NewBulkTailRestorer(backend Backend, store string, opts BulkRestorerOptions) (*BulkRestorer, error) {
+	if _, ok := backend.(fileBuilder); !ok {
+		return nil, ErrBulkUnsupported
+	}
+	opts.Load = LoadNewFile
+	r, err := newBulkRestorer(backend, store, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.tail = true
 	return r, nil
 }
 
@@ -324,6 +373,7 @@ func (r *BulkRestorer) spill() (err error) {
 		if _, err := w.Write(v); err != nil {
 			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 		}
+		r.runBytes += int64(len(hdr) + len(v))
 	}
 	if err := w.Flush(); err != nil {
 		return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
@@ -346,6 +396,34 @@ func (r *BulkRestorer) Finish(ctx context.Context) error {
 		return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
 	}
 	defer closeSrc()
+	if r.tail {
+		fb := r.loader.(fileBuilder)
+		if err := fb.buildTail(ctx, r.store, src, r.next); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
+		}
+		return nil
+	}
+	if fb, ok := r.loader.(fileBuilder); ok && r.opts.Load != LoadInPlace {
+		// The gathered data's size bounds the store's: the file build copies the rest
+		// of the file, worth it when that is not larger.
+		limit := int64(r.bytes) + r.runBytes
+		if r.opts.Load == LoadNewFile {
+			limit = math.MaxInt64
+		}
+		built, err := fb.buildLoad(ctx, r.store, src, r.next, limit)
+		if built {
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
+			}
+			return nil
+		}
+	}
 	if u, ok := r.loader.(unsyncedWriter); ok {
 		if err := u.beginUnsynced(); err != nil {
 			return &statestore.StoreError{Store: r.store, Op: "bulk restore", Err: err}
@@ -386,12 +464,12 @@ func (r *BulkRestorer) cleanup() {
 	r.has, r.records = false, 0
 	if r.dir != "" {
 		_ = os.RemoveAll(r.dir) // best effort: the next bulk restore of the store removes leftovers
-		r.dir, r.runs = "", nil
+		r.dir, r.runs, r.runBytes = "", nil, 0
 	}
 }
 
 // merged returns the gathered entries in key order, each key's newest value, without
-// tombstones.
+// tombstones (with them, nil values, for a tail: they delete the store's keys).
 func (r *BulkRestorer) merged() (src func() ([]byte, []byte, bool, error), closeSrc func(), err error) {
 	r.sortGathered()
 	if len(r.runs) == 0 {
@@ -401,7 +479,7 @@ func (r *BulkRestorer) merged() (src func() ([]byte, []byte, bool, error), close
 				if ok, _ := memSrc.advance(); !ok {
 					return nil, nil, false, nil
 				}
-				if memSrc.val != nil {
+				if memSrc.val != nil || r.tail {
 					return memSrc.key, memSrc.val, true, nil
 				}
 			}
@@ -453,7 +531,7 @@ func (r *BulkRestorer) merged() (src func() ([]byte, []byte, bool, error), close
 					heap.Pop(h)
 				}
 			}
-			if val != nil {
+			if val != nil || r.tail {
 				return key, val, true, nil
 			}
 		}

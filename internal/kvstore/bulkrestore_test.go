@@ -199,11 +199,17 @@ func (c *cancelAfter) Err() error {
 // loading (between transactions: some are committed to the staging bucket), or left
 // behind by a crash, leaves the store empty with no checkpoint, and the next restore
 // from empty gives the full store.
+// The loads in place (staging bucket) and by a new file (boltbuild.go) both.
 func TestBulkRestoreInterrupted(t *testing.T) {
+	t.Run("in-place", func(t *testing.T) { testBulkRestoreInterrupted(t, LoadInPlace, 5) })
+	t.Run("new-file", func(t *testing.T) { testBulkRestoreInterrupted(t, LoadNewFile, 2) })
+}
+
+func testBulkRestoreInterrupted(t *testing.T, load BulkLoad, cancelAt int64) {
 	rng := rand.New(rand.NewPCG(9, 1))
 	records := randomChangelog(rng, 3000, 400)
 	want := plainReplay(t, records)
-	opts := BulkRestorerOptions{MaxBytes: 2000, TxBytes: 500}
+	opts := BulkRestorerOptions{MaxBytes: 2000, TxBytes: 500, Load: load}
 	empty := func(be Backend, what string) {
 		t.Helper()
 		m, off, ok := dump(t, be, "s")
@@ -238,12 +244,15 @@ func TestBulkRestoreInterrupted(t *testing.T) {
 	}
 	feed(t, rng, records, 0, true, br.Add)
 	ctx := &cancelAfter{Context: context.Background()}
-	ctx.n.Store(5)
+	ctx.n.Store(cancelAt)
 	if err := br.Finish(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled load: %v, want context.Canceled", err)
 	}
 	empty(be, "cancelled load")
 	noStaging(t, be, "cancelled load")
+	if _, err := os.Stat(filepath.Join(dir, BoltFileName+buildFileSuffix)); !os.IsNotExist(err) {
+		t.Fatalf("cancelled file build left its file: %v", err)
+	}
 	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".restore-*")); len(leftovers) > 0 {
 		t.Fatalf("run files left behind: %v", leftovers)
 	}

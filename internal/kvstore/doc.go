@@ -37,10 +37,15 @@
 // and skips the fsyncs until Finish. A store restored from empty (no checkpoint, or
 // wiped) goes through a BulkRestorer instead: it gathers each key's last record in
 // bounded memory (sorted runs spilled to files in the task directory above its budget),
-// then loads the keys in order, with full pages, into a staging bucket that its last
-// transaction moves into place with the checkpoint: 2.2 times the Restorer's rate for
-// 1M distinct keys (BenchmarkRestoreFromEmpty). An interrupted bulk restore keeps no
-// progress: the store stays empty with no checkpoint.
+// then merges them in key order. When the task's file is no larger than the gathered
+// data, it writes a new bbolt file page by page, bottom-up, with full pages (the file's
+// other buckets copied, the checkpoint added), fsyncs it once and renames it over the
+// old one (boltbuild.go); otherwise it loads the keys through bbolt's Put into a
+// staging bucket that its last transaction moves into place with the checkpoint
+// (boltbulk.go). An interrupted bulk restore keeps no progress: the store stays empty
+// with no checkpoint. A tail far larger than its store is merged into it the same way
+// (NewBulkTailRestorer): the store stays at its old checkpoint until the new file is in
+// place.
 //
 // # The task directory
 //
@@ -53,6 +58,8 @@
 //	stores.db.damaged-<unix>    a file found damaged, moved aside (KeepDamaged, default 1)
 //	.restore-<store hex>-<n>/   sorted runs of a BulkRestorer under way (removed at its end,
 //	                            and by the next bulk restore of the store after a crash)
+//	stores.db.build             a new file being built (boltbuild.go), renamed over
+//	                            stores.db when complete; a leftover is removed likewise
 //
 // # Locking
 //

@@ -69,7 +69,17 @@ type Restorer struct {
 	Convert func(rec kread.Record) (key, value []byte, skip bool, err error)
 	// NoBulk restores from empty like a tail, in batched random-order writes that keep
 	// their progress when interrupted, at about a third of the speed (BENCHMARKS.md).
+	// It also keeps a long tail in batched writes (see BulkTailFactor).
 	NoBulk bool
+	// BulkTailFactor: a tail of more than BulkTailFactor offsets per key of the store
+	// (and at least minBulkTail) is merged into the store in a new file, in key order
+	// (kvstore.NewBulkTailRestorer), instead of in batched random-order writes; such a
+	// restore keeps no progress when interrupted (the store stays at its checkpoint).
+	// Default 4; negative: never.
+	BulkTailFactor int
+	// BulkTailMin is the shortest tail merged in a new file; default 50,000 offsets:
+	// below it the batched writes cost less than copying even a small store.
+	BulkTailMin int64
 }
 
 // defaultMarkersWait bounds the wait for pending commit markers: markers are written
@@ -215,6 +225,8 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		if err := run.startBulk(); err != nil {
 			return err
 		}
+	} else if err := run.startBulkTail(); err != nil {
+		return err
 	}
 	if err := run.read(ctx); err != nil {
 		return err
@@ -271,6 +283,35 @@ func (run *restoreRun) startBulk() error {
 	if run.bulk, err = kvstore.NewBulkRestorer(run.backend, run.store, run.r.FromEmpty); err != nil {
 		return run.fail("", err)
 	}
+	return nil
+}
+
+// startBulkTail makes a tail far larger than the store go through a tail BulkRestorer
+// (see Restorer.BulkTailFactor), where the backend supports it.
+func (run *restoreRun) startBulkTail() error {
+	factor := run.r.BulkTailFactor
+	if factor == 0 {
+		factor = 4
+	}
+	least := run.r.BulkTailMin
+	if least <= 0 {
+		least = 50_000
+	}
+	tail := run.end - run.from
+	if factor < 0 || run.r.NoBulk || tail < least {
+		return nil
+	}
+	keys, ok, err := kvstore.BulkTailKeys(run.backend, run.store)
+	if err != nil {
+		return run.fail("count keys", err)
+	}
+	if !ok || tail <= int64(factor)*keys {
+		return nil
+	}
+	if run.bulk, err = kvstore.NewBulkTailRestorer(run.backend, run.store, run.r.FromEmpty); err != nil {
+		return run.fail("", err)
+	}
+	run.logger.Info("the tail is far larger than the store: merging it in key order", "keys", keys, "tail_offsets", tail)
 	return nil
 }
 
@@ -360,7 +401,7 @@ func (run *restoreRun) interrupted(at int64, cause error) error {
 		if err := run.bulk.Abort(); err != nil {
 			return run.fail("", err)
 		}
-		run.logger.Info("restore from empty interrupted; the store stays empty", "at", at, "end", run.end, "records", run.res.Records)
+		run.logger.Info("restore in key order interrupted; the store stays as it was (empty, or at its checkpoint)", "at", at, "end", run.end, "records", run.res.Records)
 		return cause
 	}
 	if err := run.sr.Finish(); err != nil {
@@ -377,6 +418,7 @@ func (run *restoreRun) startOver() (int64, error) {
 		if err := run.bulk.Abort(); err != nil {
 			return 0, run.fail("", err)
 		}
+		run.bulk = nil // a tail's restorer: the wiped store is restored from empty
 	} else if err := run.sr.Finish(); err != nil {
 		return 0, run.fail("apply batch", err)
 	}
@@ -401,7 +443,7 @@ func (run *restoreRun) finish(ctx context.Context) error {
 		runs, loadStart := run.bulk.Runs(), time.Now()
 		if err := run.bulk.Finish(ctx); err != nil {
 			if ctx.Err() != nil {
-				run.logger.Info("restore from empty interrupted while loading; the store stays empty", "records", run.res.Records)
+				run.logger.Info("restore in key order interrupted while loading; the store stays as it was (empty, or at its checkpoint)", "records", run.res.Records)
 				return err
 			}
 			return run.fail("", err)

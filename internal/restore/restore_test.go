@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -211,64 +212,161 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for name, load := range map[string]kvstore.BulkLoad{"in-place": kvstore.LoadInPlace, "new-file": kvstore.LoadNewFile} {
+			t.Run(name, func(t *testing.T) { restoreFromEmptyOnBolt(t, client, topic, end, want, load) })
+		}
+	})
+}
+
+// restoreFromEmptyOnBolt is TestRestoreFromEmptyOnBolt's restore, with the given load.
+func restoreFromEmptyOnBolt(t *testing.T, client sarama.Client, topic string, end int64, want map[string]string, load kvstore.BulkLoad) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	backend, err := kvstore.OpenBolt(dir, kvstore.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	stillEmpty := func(what string) {
+		t.Helper()
+		if cp, ok, err := backend.Checkpoint("s"); err != nil || ok {
+			t.Fatalf("%s: checkpoint %d %v %v; want none", what, cp, ok, err)
+		}
+		if n, err := backend.Count("s"); err != nil || n != 0 {
+			t.Fatalf("%s: %d keys (%v); want none", what, n, err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, ".restore-*")); len(left) > 0 {
+			t.Fatalf("%s: run files left: %v", what, left)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, "*.build")); len(left) > 0 {
+			t.Fatalf("%s: build file left: %v", what, left)
+		}
+	}
+	r := &restore.Restorer{Client: client, FetchMaxBytes: 4096, FromEmpty: kvstore.BulkRestorerOptions{MaxBytes: 2048, TxBytes: 1024, Load: load}}
+
+	// Interrupted while reading, as a rebalance would.
+	stopCtx, stop := context.WithCancel(ctx)
+	r.OnProgress = func(p restore.Progress) {
+		if !p.Finished && p.Done > p.Total/2 {
+			stop()
+		}
+	}
+	if res, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) || !res.Wiped || res.Records == 0 {
+		t.Fatalf("interrupted restore: %+v %v; want context.Canceled after some records", res, err)
+	}
+	stillEmpty("interrupted while reading")
+
+	// Interrupted after the last fetch, before the load.
+	stopCtx, stop = context.WithCancel(ctx)
+	r.OnProgress = func(p restore.Progress) {
+		if !p.Finished && p.Done == p.Total {
+			stop()
+		}
+	}
+	if _, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("restore interrupted before the load: %v; want context.Canceled", err)
+	}
+	stillEmpty("interrupted before the load")
+
+	r.OnProgress = nil
+	res, err := r.Restore(ctx, backend, "s", topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Wiped || res.From != 0 || res.To != end {
+		t.Fatalf("restore from empty: %+v", res)
+	}
+	if cp, ok, _ := backend.Checkpoint("s"); !ok || cp != end {
+		t.Fatalf("checkpoint %d (%v), want %d", cp, ok, end)
+	}
+	sameContent(t, storeContent(t, backend, "s"), want)
+
+	// The plain path gives the same store.
+	plain, err := kvstore.OpenBolt(t.TempDir(), kvstore.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := (&restore.Restorer{Client: client, NoBulk: true}).Restore(ctx, plain, "s", topic, 0); err != nil {
+		t.Fatal(err)
+	}
+	sameContent(t, storeContent(t, plain, "s"), storeContent(t, backend, "s"))
+}
+
+// TestRestoreLongTailOnBolt: a tail far longer than the store is merged into it in a
+// new file (the file is replaced), and the store equals a plain restore of the whole
+// changelog; an interrupted one leaves the store at its checkpoint.
+func TestRestoreLongTailOnBolt(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx := context.Background()
+		topic := c.Unique("store-changelog")
+		if err := c.CreateTopic(ctx, topic, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+			t.Fatal(err)
+		}
+		writeChangelog(t, c, topic, 4, 50, nil)
+		client, err := sarama.NewClient(c.Addrs(), kafkatest.NewSaramaConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
 		dir := t.TempDir()
 		backend, err := kvstore.OpenBolt(dir, kvstore.BoltOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer backend.Close()
-		stillEmpty := func(what string) {
-			t.Helper()
-			if cp, ok, err := backend.Checkpoint("s"); err != nil || ok {
-				t.Fatalf("%s: checkpoint %d %v %v; want none", what, cp, ok, err)
-			}
-			if n, err := backend.Count("s"); err != nil || n != 0 {
-				t.Fatalf("%s: %d keys (%v); want none", what, n, err)
-			}
-			if left, _ := filepath.Glob(filepath.Join(dir, ".restore-*")); len(left) > 0 {
-				t.Fatalf("%s: run files left: %v", what, left)
-			}
+		r := &restore.Restorer{Client: client, BulkTailMin: 1, FetchMaxBytes: 4096, FromEmpty: kvstore.BulkRestorerOptions{MaxBytes: 2048}}
+		if _, err := r.Restore(ctx, backend, "s", topic, 0); err != nil {
+			t.Fatal(err)
 		}
-		r := &restore.Restorer{Client: client, FetchMaxBytes: 4096, FromEmpty: kvstore.BulkRestorerOptions{MaxBytes: 2048, TxBytes: 1024}}
+		cp, _, _ := backend.Checkpoint("s")
+		head := storeContent(t, backend, "s")
+		writeChangelog(t, c, topic, 40, 50, map[int]bool{3: true})
+		_, end, err := kread.EndOffsets(client, topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys := int64(len(head)); end-cp <= 4*keys {
+			t.Fatalf("tail %d offsets, store %d keys: not far larger", end-cp, keys)
+		}
+		path := filepath.Join(dir, kvstore.BoltFileName)
+		before, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
 
-		// Interrupted while reading, as a rebalance would.
 		stopCtx, stop := context.WithCancel(ctx)
 		r.OnProgress = func(p restore.Progress) {
 			if !p.Finished && p.Done > p.Total/2 {
 				stop()
 			}
 		}
-		if res, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) || !res.Wiped || res.Records == 0 {
-			t.Fatalf("interrupted restore: %+v %v; want context.Canceled after some records", res, err)
-		}
-		stillEmpty("interrupted while reading")
-
-		// Interrupted after the last fetch, before the load.
-		stopCtx, stop = context.WithCancel(ctx)
-		r.OnProgress = func(p restore.Progress) {
-			if !p.Finished && p.Done == p.Total {
-				stop()
-			}
-		}
 		if _, err := r.Restore(stopCtx, backend, "s", topic, 0); !errors.Is(err, context.Canceled) {
-			t.Fatalf("restore interrupted before the load: %v; want context.Canceled", err)
+			t.Fatalf("interrupted tail: %v, want context.Canceled", err)
 		}
-		stillEmpty("interrupted before the load")
+		if got, _, _ := backend.Checkpoint("s"); got != cp {
+			t.Fatalf("interrupted tail: checkpoint %d, want %d", got, cp)
+		}
+		sameContent(t, storeContent(t, backend, "s"), head)
 
 		r.OnProgress = nil
 		res, err := r.Restore(ctx, backend, "s", topic, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Wiped || res.From != 0 || res.To != end {
-			t.Fatalf("restore from empty: %+v", res)
+		if res.Wiped || res.From != cp || res.To != end {
+			t.Fatalf("tail restore: %+v, want from %d to %d", res, cp, end)
 		}
-		if cp, ok, _ := backend.Checkpoint("s"); !ok || cp != end {
-			t.Fatalf("checkpoint %d (%v), want %d", cp, ok, end)
+		after, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		sameContent(t, storeContent(t, backend, "s"), want)
-
-		// The plain path gives the same store.
+		if os.SameFile(before, after) {
+			t.Fatal("the long tail was not merged into a new file")
+		}
+		if got, _, _ := backend.Checkpoint("s"); got != end {
+			t.Fatalf("checkpoint %d, want %d", got, end)
+		}
 		plain, err := kvstore.OpenBolt(t.TempDir(), kvstore.BoltOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -277,6 +375,6 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 		if _, err := (&restore.Restorer{Client: client, NoBulk: true}).Restore(ctx, plain, "s", topic, 0); err != nil {
 			t.Fatal(err)
 		}
-		sameContent(t, storeContent(t, plain, "s"), storeContent(t, backend, "s"))
+		sameContent(t, storeContent(t, backend, "s"), storeContent(t, plain, "s"))
 	})
 }
