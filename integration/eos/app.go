@@ -4,13 +4,16 @@ package eos
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
+	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topology"
+	"github.com/eddy-streams/eddy/window"
 )
 
 // Store names of the test application. sum, count and max belong to sub-topology 0
@@ -34,6 +37,13 @@ type Names struct {
 	Counts       string
 	Maxes        string
 	BucketCounts string
+	// WinUpdates gets the windowed aggregation's every update, WinFinals its final
+	// results (suppressed until each window closes).
+	WinUpdates string
+	WinFinals  string
+	// Right is the join's second input topic; Joins its output.
+	Right string
+	Joins string
 }
 
 // NamesFor derives every name of a run from one prefix.
@@ -46,13 +56,21 @@ func NamesFor(prefix string) Names {
 		Counts:       prefix + "-counts",
 		Maxes:        prefix + "-maxes",
 		BucketCounts: prefix + "-bucket-counts",
+		WinUpdates:   prefix + "-win-updates",
+		WinFinals:    prefix + "-win-finals",
+		Right:        prefix + "-right",
+		Joins:        prefix + "-joins",
 	}
 }
 
 // OutputTopics are the sink topics of the application.
 func (n Names) OutputTopics() []string {
-	return []string{n.Echo, n.Sums, n.Counts, n.Maxes, n.BucketCounts}
+	return []string{n.Echo, n.Sums, n.Counts, n.Maxes, n.BucketCounts, n.WinUpdates, n.WinFinals, n.Joins}
 }
+
+// WindowStores are the window stores of the application (their changelogs hold
+// windowed keys; the verifier checks them for open transactions only).
+func WindowStores() []string { return []string{StoreWindow} }
 
 // Repartition is the repartition topic the runtime creates.
 func (n Names) Repartition() string { return changelog.RepartitionTopicName(n.App, RepartitionName) }
@@ -125,17 +143,25 @@ func BucketKey(v int64, buckets int) string {
 //	       ├─ sum-agg   [sum]   ────────────────────────── Sums   (key, {v, sum})
 //	       ├─ count-agg [count] ────────────────────────── Counts (key, {v, count})
 //	       ├─ max-agg   [max]   ────────────────────────── Maxes  (key, {v, max})
-//	       └─ bucket (re-key by v mod buckets) ─ by-bucket repartition
-//	            ─ bucket-count-agg [bucket-count] ──────── BucketCounts (bucket, {v, count})
+//	       ├─ bucket (re-key by v mod buckets) ─ by-bucket repartition
+//	       │    ─ bucket-count-agg [bucket-count] ──────── BucketCounts (bucket, {v, count})
+//	       ├─ operator-start (logs OperatorStartMsg at a task's first record)
+//	       └─ tumbling windows w by key [win-agg] ──────── WinUpdates ((key, window), {count, sum, last})
 //
-// Input records have String keys and Int64 values.
-func Topology(n Names, buckets int) (*topology.Topology, error) {
+// Input records have String keys and Int64 values; their timestamps are the event
+// times the windows go by. The windowed aggregation is the DSL's (stream package),
+// uncached, so every update reaches its topic.
+func Topology(n Names, buckets int, w WindowParams, finals bool, j JoinParams) (*topology.Topology, error) {
 	if buckets < 1 {
 		return nil, fmt.Errorf("eos: buckets %d: want at least 1", buckets)
 	}
+	if w.SizeMs < 1 || w.GraceMs < 0 {
+		return nil, fmt.Errorf("eos: windows of %d ms with %d ms grace: want a size of at least 1 ms and no negative grace", w.SizeMs, w.GraceMs)
+	}
 	str, i64, upd := serde.String(), serde.Int64(), UpdateSerde()
-	b := topology.NewBuilder()
-	topology.AddSource(b, "input", str, i64, n.Input)
+	sb := stream.NewBuilder()
+	input := stream.From(sb, str, i64, []string{n.Input}, stream.Named("input"))
+	b := sb.Topology()
 	topology.AddSink(b, "echo", n.Echo, str, i64, "input")
 	for _, a := range []struct {
 		store, topic string
@@ -162,8 +188,64 @@ func Topology(n Names, buckets int) (*topology.Topology, error) {
 	topology.AddProcessor(b, "bucket-count-agg", aggregatorSupplier(StoreBucketCount, func(prev int64, _ bool, _ int64) int64 { return prev + 1 }), RepartitionName)
 	topology.AddKeyValueStore(b, StoreBucketCount, str, i64, "bucket-count-agg")
 	topology.AddSink(b, "bucket-count-out", n.BucketCounts, str, upd, "bucket-count-agg")
-	return b.Build()
+
+	topology.AddProcessor(b, "operator-start", operatorStartSupplier(), "input")
+	windows := input.GroupByKey(str, i64).WindowedBy(window.Tumbling(w.Size(), w.Grace()))
+	agg := stream.WindowedAggregate(windows, func() WinAgg { return WinAgg{} },
+		func(_ string, v int64, a WinAgg) WinAgg { return WinAgg{Count: a.Count + 1, Sum: a.Sum + v, Last: v} },
+		WinAggSerde(), stream.Materialized(StoreWindow), stream.WithoutCaching())
+	winKeys, winValues := window.TimeWindowedSerde(str, w.Size()), serde.Nullable(WinAggSerde())
+	stream.ToStream(agg).To(n.WinUpdates, winKeys, winValues)
+	if finals {
+		// The stream package has no suppression yet (issue #15, branch suppress): with
+		// it, the final results are
+		//
+		//	stream.ToStream(agg.Suppress(stream.UntilWindowCloses(stream.Unbounded()))).To(n.WinFinals, winKeys, winValues)
+		return nil, errors.New("eos: final results: the stream package has no suppression")
+	}
+
+	if j.DiffMs > 0 {
+		// The stream package has no stream–stream join yet (issue #15, branch joins):
+		// with it, the join is
+		//
+		//	right := stream.From(sb, str, i64, []string{n.Right}, stream.Named("right"))
+		//	stream.StreamJoin(input, right, func(l, r int64) Update { return Update{Input: l, Value: r} },
+		//		window.JoinTimeDifference(time.Duration(j.DiffMs)*time.Millisecond, time.Duration(j.GraceMs)*time.Millisecond),
+		//		stream.JoinedWith(str, i64, i64)).To(n.Joins, str, upd)
+		return nil, fmt.Errorf("eos: a join of %d ms: the stream package has no stream–stream join", j.DiffMs)
+	}
+	return sb.Build()
 }
+
+// operatorStartSupplier makes the node that logs OperatorStartMsg at the first record
+// its task processes after it was made (with the task's other processors, the windowed
+// ones among them), and forwards nothing.
+func operatorStartSupplier() processor.Supplier[string, int64, string, int64] {
+	return func() processor.Processor[string, int64, string, int64] { return &operatorStart{} }
+}
+
+type operatorStart struct {
+	ctx    processor.Context[string, int64]
+	logged bool
+}
+
+func (o *operatorStart) Init(ctx processor.Context[string, int64]) error {
+	o.ctx = ctx
+	return nil
+}
+
+func (o *operatorStart) Process(processor.Record[string, int64]) error {
+	if o.logged {
+		return nil
+	}
+	o.logged = true
+	if md, ok := o.ctx.RecordMetadata(); ok {
+		o.ctx.Logger().Info(OperatorStartMsg, "partition", md.Partition, "offset", md.Offset)
+	}
+	return nil
+}
+
+func (o *operatorStart) Close() error { return nil }
 
 func aggregatorSupplier(store string, fn func(prev int64, ok bool, v int64) int64) processor.Supplier[string, int64, string, Update] {
 	return func() processor.Processor[string, int64, string, Update] {

@@ -18,6 +18,8 @@ type InRecord struct {
 	Offset int64
 	Key    string
 	Value  int64
+	// Timestamp is the record's timestamp, ms since the epoch.
+	Timestamp int64
 }
 
 // OutRecord is a record of an output topic. For the echo topic Input and Value are both
@@ -88,6 +90,22 @@ type Observed struct {
 	// OffsetCommits are the group's committed offsets of the input and repartition
 	// topics, in the order of the __consumer_offsets log.
 	OffsetCommits []OffsetCommit
+	// Windows are the windowed aggregation's windows; WinUpdates its every update and
+	// WinFinals its final results, per partition, in offset order (read_committed);
+	// nil when the application has no such output.
+	Windows    WindowParams
+	WinUpdates map[int32][]WinRecord
+	WinFinals  map[int32][]WinRecord
+	// OperatorStarts are, per input partition, the offsets at which the instances
+	// logged that a task's windowed operators started (OperatorStartMsg).
+	OperatorStarts map[int32][]int64
+	// Right is the join's right topic, per partition, in offset order, and AckedRight
+	// what the driver was told was written to it; Joins the join's output (nil when
+	// the application has no join) and Join its windows.
+	Right      map[int32][]InRecord
+	AckedRight []Acked
+	Joins      map[int32][]JoinRecord
+	Join       JoinParams
 }
 
 // OffsetCommit is one committed offset as the __consumer_offsets log holds it.
@@ -125,6 +143,20 @@ type Report struct {
 	// the cause to look at: a broker that answered OffsetFetch with stale offsets, or
 	// a runtime that committed an old position.
 	OffsetRegressions int
+	// WindowUpdates counts the windowed aggregation's updates checked; LateDropped
+	// the input records the windowed aggregation must drop as late;
+	// MaybeLate those it may drop or not, depending on where an operator restarted;
+	// FinalWindows the windows that must have a final result; MaybeLateResults the
+	// extra final results of windows with maybe-late records (a restarted operator
+	// accepting such a record after the window's result went out, as Kafka Streams'
+	// would). None of these is an anomaly.
+	WindowUpdates    int
+	OperatorStarts   int
+	JoinResults      int
+	LateDropped      int
+	MaybeLate        int
+	FinalWindows     int
+	MaybeLateResults int
 	// Problems describe the first anomalies of each kind.
 	Problems []string
 	counts   map[string]int
@@ -176,6 +208,19 @@ func Check(o *Observed) *Report {
 		checkAggregate(o, e, r, s)
 	}
 	checkBuckets(o, e, r)
+	we := expectWindows(o, r)
+	if o.WinUpdates != nil {
+		checkWinUpdates(o, e, we, r)
+	}
+	if o.WinFinals != nil {
+		checkWinFinals(o, we, r)
+	}
+	if o.Right != nil {
+		checkRightAcked(o, r)
+	}
+	if o.Joins != nil {
+		checkJoins(o, e, r)
+	}
 	checkStores(o, e, r)
 	checkRestores(o, r)
 	checkEnds(o, r)

@@ -7,12 +7,16 @@
 //
 //  1. creates the topics of a test application (Topology): echo (input to output
 //     unchanged); per-key sum, count and max, each in a store and emitted on every
-//     update; a repartition hop (re-key by value bucket) followed by a count;
+//     update; a repartition hop (re-key by value bucket) followed by a count; a windowed
+//     aggregation (tumbling windows with grace: count, sum and last value per key and
+//     window, every update emitted; WindowParams);
 //  2. starts up to three instances of it as separate OS processes, each with its own
 //     state dir (the harness re-executes its own binary; see InstanceEnv);
 //  3. writes Records input records with unique values over Keys keys with an
 //     idempotent producer (Produce), recording every acknowledged (partition, offset,
-//     key, value);
+//     key, value); each record's timestamp is its event time (EventClock: from its
+//     sequence number and the seed, out of order within the grace, 2% set back, some
+//     of them late);
 //  4. once the application has committed on every input partition, injects a seeded,
 //     logged fault schedule (PlanFaults): SIGTERM one instance, SIGKILL one (its state
 //     dir kept), SIGSTOP one past its session timeout and SIGCONT it (a zombie),
@@ -28,7 +32,11 @@
 //     offset (no hanging transaction); the echo topic equals the input per partition,
 //     in order; every aggregate record equals its recomputation from the input, record
 //     by record (a duplicate or a loss shifts every later value); no record that no
-//     input explains; each state dir's stores equal a replay of their changelogs up to
+//     input explains; the windowed aggregation drops exactly the late records and its
+//     updates equal their recomputation (checkWinUpdates; with final results, one per
+//     closed window: checkWinFinals; with the join, exactly the pairs within the join
+//     windows: checkJoins), with the operators' restarts the instances log
+//     (OperatorStartMsg) taken into account; each state dir's stores equal a replay of their changelogs up to
 //     their checkpoints, and the freshest reach the changelog's end; every restore right
 //     after a SIGKILL started at the killed instance's checkpoint (only the tail).
 //

@@ -23,6 +23,10 @@ type DriverConfig struct {
 	Brokers    []string
 	Topic      string
 	Partitions int32
+	// RightTopic, if set, gets a record after the input records Clock.WritesRight
+	// picks: a key of its own, the value RightValueBase+seq and the timestamp of seq.
+	// It has Partitions partitions.
+	RightTopic string
 	// Records is how many acknowledged records to write.
 	Records int
 	// Keys is the number of distinct keys, "k0000" ... .
@@ -34,7 +38,10 @@ type DriverConfig struct {
 	// however long the faults before it took.
 	Allowed func() int
 	// Seed chooses the key of each record.
-	Seed   uint64
+	Seed uint64
+	// Clock gives each record its timestamp, from its value (sequence number); with a
+	// zero Clock the producer's time.
+	Clock  EventClock
 	Logger *slog.Logger
 }
 
@@ -60,9 +67,9 @@ const maxInFlight = 2000
 // so values stay unique whatever a failed send left in the topic (the verifier takes
 // the topic itself as the input and checks that every acknowledged record is in it).
 // When a send fails, the producer is recreated once its in-flight records are settled.
-func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, err error) {
+func Produce(ctx context.Context, cfg DriverConfig) (acked, ackedRight []Acked, failed int, err error) {
 	if cfg.Records < 1 || cfg.Keys < 1 || cfg.Partitions < 1 {
-		return nil, 0, fmt.Errorf("eos driver: records %d, keys %d, partitions %d: want at least 1 each", cfg.Records, cfg.Keys, cfg.Partitions)
+		return nil, nil, 0, fmt.Errorf("eos driver: records %d, keys %d, partitions %d: want at least 1 each", cfg.Records, cfg.Keys, cfg.Partitions)
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -103,7 +110,7 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, 
 		}
 	}
 	if err := open(); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer func() {
 		if p != nil {
@@ -113,20 +120,22 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, 
 
 	began := time.Now()
 	next := int64(1)
-	inFlight := 0
+	inFlight, rightInFlight := 0, 0
+	// right is the Right record to send next, if any.
+	var right *sarama.ProducerMessage
 	broken := false
 	sent := 0
 	lastLog := time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	acked = make([]Acked, 0, cfg.Records)
-	for len(acked) < cfg.Records {
+	for len(acked) < cfg.Records || right != nil || rightInFlight > 0 {
 		if broken && inFlight == 0 {
 			logger.Info("eos driver: recreating the producer after a failed send")
 			_ = p.Close()
 			p = nil
 			if err := open(); err != nil {
-				return nil, failed, err
+				return nil, nil, failed, err
 			}
 			broken = false
 		}
@@ -137,7 +146,12 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, 
 		if cfg.Allowed != nil {
 			allowed = min(allowed, cfg.Allowed())
 		}
-		if !broken && due && inFlight < maxInFlight && len(acked)+inFlight < allowed {
+		switch {
+		case broken || inFlight >= maxInFlight:
+		case right != nil:
+			msg = right
+			input = p.Input()
+		case due && len(acked)+inFlight-rightInFlight < allowed:
 			key := keys[rng.IntN(len(keys))]
 			msg = &sarama.ProducerMessage{
 				Topic:     cfg.Topic,
@@ -146,19 +160,47 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, 
 				Value:     sarama.ByteEncoder(EncodeInt64(next)),
 				Metadata:  sentRecord{key: key, value: next},
 			}
+			if cfg.Clock.StepMs > 0 {
+				msg.Timestamp = time.UnixMilli(cfg.Clock.At(next))
+			}
 			input = p.Input()
 		}
 		select {
 		case input <- msg:
+			inFlight++
+			if msg == right {
+				right = nil
+				rightInFlight++
+				break
+			}
+			if cfg.RightTopic != "" && cfg.Clock.WritesRight(next) {
+				key := keys[rng.IntN(len(keys))]
+				right = &sarama.ProducerMessage{
+					Topic:     cfg.RightTopic,
+					Partition: partition.ForKey([]byte(key), cfg.Partitions),
+					Key:       sarama.StringEncoder(key),
+					Value:     sarama.ByteEncoder(EncodeInt64(RightValueBase + next)),
+					Metadata:  sentRecord{key: key, value: RightValueBase + next, right: true},
+					Timestamp: msg.Timestamp,
+				}
+			}
 			next++
 			sent++
-			inFlight++
 		case m := <-p.Successes():
 			inFlight--
 			r := m.Metadata.(sentRecord)
-			acked = append(acked, Acked{Partition: m.Partition, Offset: m.Offset, Key: r.key, Value: r.value})
+			a := Acked{Partition: m.Partition, Offset: m.Offset, Key: r.key, Value: r.value}
+			if r.right {
+				rightInFlight--
+				ackedRight = append(ackedRight, a)
+			} else {
+				acked = append(acked, a)
+			}
 		case pe := <-p.Errors():
 			inFlight--
+			if pe.Msg.Metadata.(sentRecord).right {
+				rightInFlight--
+			}
 			failed++
 			if !broken {
 				logger.Warn("eos driver: send failed; its value is not reused", "value", pe.Msg.Metadata.(sentRecord).value, "error", pe.Err)
@@ -166,7 +208,7 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, 
 			broken = true
 		case <-tick.C:
 		case <-ctx.Done():
-			return nil, failed, fmt.Errorf("eos driver: %d of %d records acknowledged: %w", len(acked), cfg.Records, ctx.Err())
+			return nil, nil, failed, fmt.Errorf("eos driver: %d of %d records acknowledged: %w", len(acked), cfg.Records, ctx.Err())
 		}
 		if time.Since(lastLog) >= 10*time.Second {
 			lastLog = time.Now()
@@ -179,14 +221,17 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked []Acked, failed int, 
 		// Every record was acknowledged; a close error changes nothing of that.
 		logger.Warn("eos driver: closing the producer", "error", err)
 	}
-	slices.SortFunc(acked, func(a, b Acked) int {
+	byPosition := func(a, b Acked) int {
 		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
-	})
-	logger.Info("eos driver: done", "acked", len(acked), "failed", failed, "took", time.Since(began).Round(time.Millisecond))
-	return acked, failed, nil
+	}
+	slices.SortFunc(acked, byPosition)
+	slices.SortFunc(ackedRight, byPosition)
+	logger.Info("eos driver: done", "acked", len(acked), "acked_right", len(ackedRight), "failed", failed, "took", time.Since(began).Round(time.Millisecond))
+	return acked, ackedRight, failed, nil
 }
 
 type sentRecord struct {
 	key   string
 	value int64
+	right bool
 }

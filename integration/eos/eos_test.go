@@ -65,6 +65,7 @@ func run(t *testing.T, ctx context.Context, cfg eos.Config) *eos.Result {
 		t.Fatalf("harness: %v", err)
 	}
 	t.Logf("%s (seed %d, %d tail restores checked, %v)", res.Summary(), cfg.Seed, res.Report.TailRestores, res.Duration.Round(time.Second))
+	t.Logf("%s", res.Report.WindowSummary())
 	for _, a := range res.Anomalies {
 		t.Logf("anomaly: %s", a)
 	}
@@ -353,6 +354,24 @@ func TestVerifierFindsDoctoredOutput(t *testing.T) {
 		// The store and changelog still count it; only the output lacks it.
 		expectReport(t, o, want{lost: 1})
 	})
+	t.Run("duplicate window update", func(t *testing.T) {
+		o := clone(clean)
+		u := o.WinUpdates[0]
+		o.WinUpdates[0] = append(u[:4:4], append([]eos.WinRecord{u[3]}, u[4:]...)...)
+		expectReport(t, o, want{dup: 1})
+	})
+	t.Run("wrong window count", func(t *testing.T) {
+		o := clone(clean)
+		o.WinUpdates[1][len(o.WinUpdates[1])/2].Agg.Count++
+		expectReport(t, o, want{mismatched: 1})
+	})
+	t.Run("windows exercised", func(t *testing.T) {
+		// Late records dropped and every update checked (the doctored cases of the
+		// windowed outputs are in windowed_test.go).
+		if r := eos.Check(clone(clean)); r.LateDropped == 0 || r.WindowUpdates < 1000 {
+			t.Errorf("the clean run: %s; want late records and at least 1000 updates", r.WindowSummary())
+		}
+	})
 	t.Run("acknowledged record missing from the input", func(t *testing.T) {
 		o := clone(clean)
 		o.Acked = append(o.Acked, eos.Acked{Partition: 0, Offset: 1 << 40, Key: "k0000", Value: 1 << 40})
@@ -432,11 +451,15 @@ func clone(o *eos.Observed) *eos.Observed {
 		c.Snapshots = append(c.Snapshots, s)
 	}
 	c.Restores = append([]eos.RestoreCheck(nil), o.Restores...)
+	c.WinUpdates = cloneParts(o.WinUpdates)
 	c.OffsetCommits = append([]eos.OffsetCommit(nil), o.OffsetCommits...)
 	return &c
 }
 
 func cloneParts[T any](m map[int32][]T) map[int32][]T {
+	if m == nil {
+		return nil // nil: the output is not there to check
+	}
 	out := make(map[int32][]T, len(m))
 	for p, recs := range m {
 		out[p] = append([]T(nil), recs...)
@@ -541,4 +564,61 @@ func freePortRange(t *testing.T, n int) int {
 	}
 	t.Fatalf("no %d consecutive free ports found", n)
 	return 0
+}
+
+// The driver gives each record the event time of its sequence number and writes a Right
+// record after the records the clock picks, with a key of its own, value RightValueBase
+// plus the sequence number and the same timestamp.
+func TestProduceEventTimesAndRightRecords(t *testing.T) {
+	c := kafkatest.Embedded(t)
+	ctx := testContext(t, time.Minute)
+	in, right := c.Unique("in"), c.Unique("right")
+	for _, topic := range []string{in, right} {
+		if err := c.CreateTopic(ctx, topic, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock, _ := eos.TimeFor(800, 10, 5, time.Now())
+	acked, ackedRight, failed, err := eos.Produce(ctx, eos.DriverConfig{
+		Brokers: c.Addrs(), Topic: in, RightTopic: right, Partitions: 2, Records: 800, Keys: 10, Seed: 5, Clock: clock,
+	})
+	if err != nil || failed != 0 || len(acked) != 800 {
+		t.Fatalf("%d acknowledged, %d failed: %v", len(acked), failed, err)
+	}
+	wantRight := 0
+	for seq := int64(1); seq <= 800; seq++ {
+		if clock.WritesRight(seq) {
+			wantRight++
+		}
+	}
+	if len(ackedRight) != wantRight || wantRight < 150 || wantRight > 250 {
+		t.Fatalf("%d right records acknowledged, want %d (about 200)", len(ackedRight), wantRight)
+	}
+	n := 0
+	for _, topic := range []string{in, right} {
+		msgs, err := c.ReadCommitted(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			v, err := eos.DecodeInt64(m.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq := v
+			if topic == right {
+				seq = v - eos.RightValueBase
+				if !clock.WritesRight(seq) {
+					t.Fatalf("right value %d: written after a record the clock did not pick", v)
+				}
+			}
+			if m.Timestamp.UnixMilli() != clock.At(seq) {
+				t.Fatalf("%s value %d: timestamp %d, want %d", topic, v, m.Timestamp.UnixMilli(), clock.At(seq))
+			}
+			n++
+		}
+	}
+	if n != 800+wantRight {
+		t.Fatalf("%d records read back, want %d", n, 800+wantRight)
+	}
 }

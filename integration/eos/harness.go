@@ -71,8 +71,18 @@ type Config struct {
 	// InternalTopicConfigs are given to the instances (eddy.Config.InternalTopicConfigs);
 	// with a Cluster the harness checks that the internal topics have them.
 	InternalTopicConfigs map[string]string
-	// Seed makes the run's keys and fault schedule.
+	// Seed makes the run's keys, event times and fault schedule.
 	Seed uint64
+	// Clock gives the input records their event times and Windows are the windowed
+	// aggregation's; default (both zero): TimeFor(Records, Keys, Seed, now).
+	Clock   EventClock
+	Windows WindowParams
+	// Finals adds the windowed aggregation's final results (suppressed until each
+	// window closes) to the application.
+	Finals bool
+	// Join are the stream–stream join's windows; zero: no join (the driver writes no
+	// Right records).
+	Join JoinParams
 	// CatchUpTimeout bounds the wait, after the last record and fault, for the
 	// application to process everything; default 3 min.
 	CatchUpTimeout time.Duration
@@ -188,6 +198,9 @@ func (c *Config) defaults() error {
 	if c.CommitInterval <= 0 {
 		c.CommitInterval = 100 * time.Millisecond
 	}
+	if c.Windows.SizeMs == 0 && c.Clock.StepMs == 0 {
+		c.Clock, c.Windows = TimeFor(c.Records, c.Keys, c.Seed, time.Now())
+	}
 	if c.CatchUpTimeout <= 0 {
 		c.CatchUpTimeout = 3 * time.Minute
 	}
@@ -275,7 +288,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	h.cluster = c
-	for _, t := range append([]string{h.names.Input}, h.names.OutputTopics()...) {
+	for _, t := range append([]string{h.names.Input, h.names.Right}, h.names.OutputTopics()...) {
 		if err := c.CreateTopic(ctx, t, cfg.Partitions, nil); err != nil {
 			return nil, fmt.Errorf("eos: create topic %s: %w", t, err)
 		}
@@ -283,7 +296,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	for i := range cfg.Instances {
 		in := &instance{
 			cfg: InstanceConfig{
-				Name: fmt.Sprintf("i%d", i), Names: h.names, Buckets: cfg.Buckets, Brokers: cfg.Brokers,
+				Name: fmt.Sprintf("i%d", i), Names: h.names, Buckets: cfg.Buckets, Windows: cfg.Windows, Finals: cfg.Finals, Join: cfg.Join, Brokers: cfg.Brokers,
 				StateDir:       filepath.Join(cfg.WorkDir, fmt.Sprintf("state-%d", i)),
 				CommitInterval: cfg.CommitInterval, AtLeastOnce: cfg.AtLeastOnce,
 				SessionTimeout: cfg.SessionTimeout, TransactionTimeout: cfg.TransactionTimeout,
@@ -304,6 +317,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	defer stopDriver()
 	type driven struct {
 		acked  []Acked
+		right  []Acked
 		failed int
 		err    error
 	}
@@ -317,11 +331,15 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		return int(int64(cfg.Records) * (faultsStarted.Load() + 1) / int64(len(plan)+1))
 	}
 	go func() {
-		acked, failed, err := Produce(driverCtx, DriverConfig{
-			Brokers: cfg.Brokers, Topic: h.names.Input, Partitions: cfg.Partitions, Records: cfg.Records,
-			Keys: cfg.Keys, Rate: float64(cfg.Records) / span.Seconds(), Allowed: allowed, Seed: cfg.Seed, Logger: h.logger,
+		right := ""
+		if cfg.Join.DiffMs > 0 {
+			right = h.names.Right
+		}
+		acked, ackedRight, failed, err := Produce(driverCtx, DriverConfig{
+			Brokers: cfg.Brokers, Topic: h.names.Input, RightTopic: right, Partitions: cfg.Partitions, Records: cfg.Records,
+			Keys: cfg.Keys, Rate: float64(cfg.Records) / span.Seconds(), Allowed: allowed, Seed: cfg.Seed, Clock: cfg.Clock, Logger: h.logger,
 		})
-		driverDone <- driven{acked, failed, err}
+		driverDone <- driven{acked, ackedRight, failed, err}
 	}()
 
 	// The fault clock starts once the application is processing (planned times are
@@ -358,7 +376,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	if err := writeAcked(filepath.Join(cfg.WorkDir, "acked.tsv"), d.acked); err != nil {
 		return nil, err
 	}
-	h.logger.Info("eos: input written", "at", h.elapsed(), "acked", len(d.acked), "failed_sends", d.failed)
+	h.logger.Info("eos: input written", "at", h.elapsed(), "acked", len(d.acked), "acked_right", len(d.right), "failed_sends", d.failed)
 
 	if err := h.waitCaughtUp(ctx); err != nil {
 		return nil, err
@@ -368,11 +386,19 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		h.checkReplication()
 	}
 
-	o, err := Gather(ctx, GatherConfig{Brokers: cfg.Brokers, Names: h.names, Buckets: cfg.Buckets, Logger: h.logger})
+	o, err := Gather(ctx, GatherConfig{Brokers: cfg.Brokers, Names: h.names, Buckets: cfg.Buckets, Windows: cfg.Windows, Finals: cfg.Finals, Join: cfg.Join, Logger: h.logger})
 	if err != nil {
 		return nil, err
 	}
-	o.Acked = d.acked
+	o.Acked, o.AckedRight = d.acked, d.right
+	o.OperatorStarts = map[int32][]int64{}
+	for _, in := range h.instances {
+		for _, p := range in.processes() {
+			for _, s := range p.operatorStartEvents() {
+				o.OperatorStarts[s.partition] = append(o.OperatorStarts[s.partition], s.offset)
+			}
+		}
+	}
 	for _, in := range h.instances {
 		snaps, err := ReadStateDir(in.cfg.StateDir, h.names.App)
 		if err != nil {
@@ -664,21 +690,27 @@ func (h *harness) waitCaughtUp(ctx context.Context) error {
 }
 
 func (h *harness) progress(ctx context.Context, client sarama.Client, rep string, lastData, readTo map[int32]int64) (bool, string, error) {
-	ends, err := h.cluster.EndOffsets(ctx, h.names.Input, sarama.ReadUncommitted)
-	if err != nil {
-		return false, "", err
-	}
-	committed, err := h.cluster.CommittedOffsets(ctx, h.names.App, h.names.Input)
-	if err != nil {
-		return false, "no committed offsets yet", err
+	inputs := []string{h.names.Input}
+	if h.cfg.Join.DiffMs > 0 {
+		inputs = append(inputs, h.names.Right)
 	}
 	var total, done int64
 	inputDone := true
-	for p, end := range ends {
-		total += end
-		done += max(committed[p], 0)
-		if committed[p] < end {
-			inputDone = false
+	for _, topic := range inputs {
+		ends, err := h.cluster.EndOffsets(ctx, topic, sarama.ReadUncommitted)
+		if err != nil {
+			return false, "", err
+		}
+		committed, err := h.cluster.CommittedOffsets(ctx, h.names.App, topic)
+		if err != nil {
+			return false, "no committed offsets yet", err
+		}
+		for p, end := range ends {
+			total += end
+			done += max(committed[p], 0)
+			if committed[p] < end {
+				inputDone = false
+			}
 		}
 	}
 	status := fmt.Sprintf("input %d/%d", done, total)
@@ -788,6 +820,7 @@ func (h *harness) writeReport() error {
 	var b strings.Builder
 	fmt.Fprintln(&b, h.res.Summary())
 	fmt.Fprintf(&b, "tail restores checked: %d\n", h.res.Report.TailRestores)
+	fmt.Fprintln(&b, h.res.Report.WindowSummary())
 	if n := h.res.DeadMembersRemoved; n > 0 {
 		fmt.Fprintf(&b, "group members of dead processes the broker kept, removed by the harness: %d\n", n)
 	}

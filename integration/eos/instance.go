@@ -3,6 +3,7 @@
 package eos
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,9 @@ type InstanceConfig struct {
 	Name           string        `json:"name"`
 	Names          Names         `json:"names"`
 	Buckets        int           `json:"buckets"`
+	Windows        WindowParams  `json:"windows"`
+	Finals         bool          `json:"finals,omitempty"`
+	Join           JoinParams    `json:"join"`
 	Brokers        []string      `json:"brokers"`
 	StateDir       string        `json:"state_dir"`
 	CommitInterval time.Duration `json:"commit_interval"`
@@ -82,7 +86,7 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).With("instance", cfg.Name)
-	topo, err := Topology(cfg.Names, cfg.Buckets)
+	topo, err := Topology(cfg.Names, cfg.Buckets, cfg.Windows, cfg.Finals, cfg.Join)
 	if err != nil {
 		return err
 	}
@@ -138,6 +142,23 @@ type RestoreEvent struct {
 	To      int64
 	Records int64
 	Wiped   bool
+}
+
+// parseOperatorStartLine returns the input partition and offset an OperatorStartMsg
+// line reports.
+func parseOperatorStartLine(line []byte) (partition int32, offset int64, ok bool) {
+	if !bytes.Contains(line, []byte(OperatorStartMsg)) {
+		return 0, 0, false
+	}
+	var l struct {
+		Msg       string `json:"msg"`
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"offset"`
+	}
+	if err := json.Unmarshal(line, &l); err != nil || l.Msg != OperatorStartMsg {
+		return 0, 0, false
+	}
+	return l.Partition, l.Offset, true
 }
 
 // parseRestoreLine returns the restore a log line reports, if it is a RestoreLogMsg line.

@@ -8,12 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/window"
 )
 
 // GatherConfig says what to read back after a run.
@@ -21,6 +25,12 @@ type GatherConfig struct {
 	Brokers []string
 	Names   Names
 	Buckets int
+	// Windows are the windowed aggregation's (the size decodes its keys); Join the
+	// join's (zero: no join, its topics are not read).
+	Windows WindowParams
+	Join    JoinParams
+	// Finals: the application has the windowed aggregation's final results.
+	Finals bool
 	// StableWait is how long to wait for every last stable offset to reach its
 	// high-water mark before reading (commit markers are written shortly after a
 	// commit returns); what is still open then counts as hanging. Default 5 s, well
@@ -124,14 +134,30 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 	defer client.Close()
 	n := cfg.Names
 	checked := append(n.OutputTopics(), n.Repartition())
-	for _, s := range Stores() {
+	for _, s := range append(Stores(), WindowStores()...) {
 		checked = append(checked, n.Changelog(s))
+	}
+	// The DSL's stores and repartition topics have generated names (the join's window
+	// stores, a suppression buffer): every internal topic of the application is
+	// checked for open transactions.
+	if err := client.RefreshMetadata(); err != nil {
+		return nil, fmt.Errorf("eos: metadata: %w", err)
+	}
+	topics, err := client.Topics()
+	if err != nil {
+		return nil, fmt.Errorf("eos: topics: %w", err)
+	}
+	for _, t := range topics {
+		internal := strings.HasPrefix(t, n.App+"-") && (strings.HasSuffix(t, "-changelog") || strings.HasSuffix(t, "-repartition"))
+		if internal && !slices.Contains(checked, t) {
+			checked = append(checked, t)
+		}
 	}
 	ends := map[string][]PartitionEnd{}
 	deadline := time.Now().Add(cfg.StableWait)
 	for {
 		open := 0
-		for _, t := range append([]string{n.Input}, checked...) {
+		for _, t := range append([]string{n.Input, n.Right}, checked...) {
 			es, err := partitionEnds(client, t)
 			if err != nil {
 				return nil, fmt.Errorf("eos: %w", err)
@@ -157,6 +183,8 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 	}
 	o := &Observed{
 		Buckets:             cfg.Buckets,
+		Windows:             cfg.Windows,
+		Join:                cfg.Join,
 		Input:               map[int32][]InRecord{},
 		Echo:                map[int32][]OutRecord{},
 		Outputs:             map[string]map[int32][]OutRecord{},
@@ -186,7 +214,7 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 		if err != nil {
 			v = -1 // the driver wrote every input record; -1 matches no output
 		}
-		o.Input[p] = append(o.Input[p], InRecord{Offset: r.Offset, Key: keys.get(r.Key), Value: v})
+		o.Input[p] = append(o.Input[p], InRecord{Offset: r.Offset, Key: keys.get(r.Key), Value: v, Timestamp: r.Timestamp.UnixMilli()})
 	}); err != nil {
 		return nil, err
 	}
@@ -213,6 +241,50 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 				rec.Input, rec.Value = u.Input, u.Value
 			}
 			outs[p] = append(outs[p], rec)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Windows.SizeMs > 0 {
+		winKeys := window.TimeWindowedSerde(serde.String(), cfg.Windows.Size())
+		o.WinUpdates = map[int32][]WinRecord{}
+		o.OutputPartitions[OutWinUpdates] = int32(len(ends[n.WinUpdates]))
+		if err := read(n.WinUpdates, func(p int32, r kread.Record) {
+			o.WinUpdates[p] = append(o.WinUpdates[p], decodeWinRecord(winKeys, n.WinUpdates, r))
+		}); err != nil {
+			return nil, err
+		}
+		if cfg.Finals {
+			o.WinFinals = map[int32][]WinRecord{}
+			o.OutputPartitions[OutWinFinals] = int32(len(ends[n.WinFinals]))
+			if err := read(n.WinFinals, func(p int32, r kread.Record) {
+				o.WinFinals[p] = append(o.WinFinals[p], decodeWinRecord(winKeys, n.WinFinals, r))
+			}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.Join.DiffMs > 0 {
+		o.Right = map[int32][]InRecord{}
+		if err := read(n.Right, func(p int32, r kread.Record) {
+			v, err := DecodeInt64(r.Value)
+			if err != nil {
+				v = -1
+			}
+			o.Right[p] = append(o.Right[p], InRecord{Offset: r.Offset, Key: keys.get(r.Key), Value: v, Timestamp: r.Timestamp.UnixMilli()})
+		}); err != nil {
+			return nil, err
+		}
+		o.Joins = map[int32][]JoinRecord{}
+		o.OutputPartitions[OutJoins] = int32(len(ends[n.Joins]))
+		if err := read(n.Joins, func(p int32, r kread.Record) {
+			rec := JoinRecord{Offset: r.Offset, Key: keys.get(r.Key), Timestamp: r.Timestamp.UnixMilli()}
+			if u, err := DecodeUpdate(r.Value); err != nil {
+				rec.Bad = err.Error()
+			} else {
+				rec.Left, rec.Right = u.Input, u.Value
+			}
+			o.Joins[p] = append(o.Joins[p], rec)
 		}); err != nil {
 			return nil, err
 		}
@@ -247,6 +319,21 @@ func Gather(ctx context.Context, cfg GatherConfig) (*Observed, error) {
 	}
 	logger.Info("eos: read back the run", "input_partitions", o.Partitions, "took", time.Since(began).Round(time.Millisecond))
 	return o, nil
+}
+
+// decodeWinRecord reads a record of a windowed output topic.
+func decodeWinRecord(keys serde.Serde[window.Windowed[string]], topic string, r kread.Record) WinRecord {
+	rec := WinRecord{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli()}
+	k, err := keys.Deserialize(topic, r.Key)
+	if err != nil {
+		rec.Bad = fmt.Sprintf("key %q: %v", r.Key, err)
+		return rec
+	}
+	rec.Key, rec.Start = k.Key, k.Window.StartMs()
+	if rec.Agg, err = DecodeWinAgg(r.Value); err != nil {
+		rec.Bad = err.Error()
+	}
+	return rec
 }
 
 // offsetsTopic is Kafka's internal topic of committed offsets.

@@ -56,8 +56,10 @@ type process struct {
 	mu       sync.Mutex
 	partial  []byte
 	restores []RestoreEvent
-	tail     [][]byte // last log lines
-	file     *os.File
+	// operatorStarts are the OperatorStartMsg lines the process logged.
+	operatorStarts []operatorStartAt
+	tail           [][]byte // last log lines
+	file           *os.File
 	// races are the race detector's reports in the log (instances built with -race);
 	// race is the one being read.
 	races []string
@@ -119,6 +121,9 @@ func (p *process) Write(b []byte) (int, error) {
 		if ev, ok := parseRestoreLine(line); ok {
 			p.restores = append(p.restores, ev)
 		}
+		if part, off, ok := parseOperatorStartLine(line); ok {
+			p.operatorStarts = append(p.operatorStarts, operatorStartAt{part, off})
+		}
 		switch {
 		case string(line) == raceBegin:
 			p.race = []string{raceBegin}
@@ -143,6 +148,17 @@ func (p *process) restoreEvents() []RestoreEvent {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]RestoreEvent(nil), p.restores...)
+}
+
+type operatorStartAt struct {
+	partition int32
+	offset    int64
+}
+
+func (p *process) operatorStartEvents() []operatorStartAt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]operatorStartAt(nil), p.operatorStarts...)
 }
 
 func (p *process) lastLines() string {

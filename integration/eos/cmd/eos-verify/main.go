@@ -265,6 +265,7 @@ func run(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "eos-verify: seed %d, %d tail restores checked, took %v, work dir %s\n",
 		cfg.Seed, res.Report.TailRestores, res.Duration.Round(time.Second), cfg.WorkDir)
+	fmt.Fprintln(os.Stderr, "eos-verify:", res.Report.WindowSummary())
 	fmt.Println(res.Summary())
 	if !res.OK() {
 		return 1
