@@ -4,8 +4,8 @@ package eos
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"time"
 
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/processor"
@@ -146,11 +146,13 @@ func BucketKey(v int64, buckets int) string {
 //	       ├─ bucket (re-key by v mod buckets) ─ by-bucket repartition
 //	       │    ─ bucket-count-agg [bucket-count] ──────── BucketCounts (bucket, {v, count})
 //	       ├─ operator-start (logs OperatorStartMsg at a task's first record)
-//	       └─ tumbling windows w by key [win-agg] ──────── WinUpdates ((key, window), {count, sum, last})
+//	       ├─ tumbling windows w by key [win-agg] ──────── WinUpdates ((key, window), {count, sum, last})
+//	       │    └─ (finals) suppress until the window closes ─ WinFinals (the same, once per window)
+//	       └─ (j.DiffMs > 0) join with Right within j ──── Joins (key, {left, right})
 //
 // Input records have String keys and Int64 values; their timestamps are the event
-// times the windows go by. The windowed aggregation is the DSL's (stream package),
-// uncached, so every update reaches its topic.
+// times the windows go by. The windowed aggregation, the suppression and the join are
+// the DSL's (stream package), uncached, so every update reaches its topic.
 func Topology(n Names, buckets int, w WindowParams, finals bool, j JoinParams) (*topology.Topology, error) {
 	if buckets < 1 {
 		return nil, fmt.Errorf("eos: buckets %d: want at least 1", buckets)
@@ -197,22 +199,17 @@ func Topology(n Names, buckets int, w WindowParams, finals bool, j JoinParams) (
 	winKeys, winValues := window.TimeWindowedSerde(str, w.Size()), serde.Nullable(WinAggSerde())
 	stream.ToStream(agg).To(n.WinUpdates, winKeys, winValues)
 	if finals {
-		// The stream package has no suppression yet (issue #15, branch suppress): with
-		// it, the final results are
-		//
-		//	stream.ToStream(agg.Suppress(stream.UntilWindowCloses(stream.Unbounded()))).To(n.WinFinals, winKeys, winValues)
-		return nil, errors.New("eos: final results: the stream package has no suppression")
+		// Final results only: one record per window, when it closes (stream time past
+		// its end plus grace). The buffer is changelogged, so a crash neither loses
+		// nor repeats a final result.
+		stream.ToStream(agg.Suppress(stream.UntilWindowCloses(stream.Unbounded()), stream.Named("win-finals"))).
+			To(n.WinFinals, winKeys, winValues)
 	}
-
 	if j.DiffMs > 0 {
-		// The stream package has no stream–stream join yet (issue #15, branch joins):
-		// with it, the join is
-		//
-		//	right := stream.From(sb, str, i64, []string{n.Right}, stream.Named("right"))
-		//	stream.StreamJoin(input, right, func(l, r int64) Update { return Update{Input: l, Value: r} },
-		//		window.JoinTimeDifference(time.Duration(j.DiffMs)*time.Millisecond, time.Duration(j.GraceMs)*time.Millisecond),
-		//		stream.JoinedWith(str, i64, i64)).To(n.Joins, str, upd)
-		return nil, fmt.Errorf("eos: a join of %d ms: the stream package has no stream–stream join", j.DiffMs)
+		right := stream.From(sb, str, i64, []string{n.Right}, stream.Named("right"))
+		stream.StreamJoin(input, right, func(l, r int64) Update { return Update{Input: l, Value: r} },
+			window.JoinTimeDifference(time.Duration(j.DiffMs)*time.Millisecond, time.Duration(j.GraceMs)*time.Millisecond),
+			stream.JoinedWith(str, i64, i64), stream.Named("join")).To(n.Joins, str, upd)
 	}
 	return sb.Build()
 }

@@ -113,7 +113,7 @@ func TestShortMode(t *testing.T) {
 				res := run(t, ctx, eos.Config{
 					Brokers: c.Addrs(), Prefix: c.Unique("eos"), Seed: seedFor(t),
 					Records: 20000, Keys: 200, Partitions: 4, Buckets: 16, Instances: 3,
-					CommitInterval: commit, Faults: 5,
+					CommitInterval: commit, Faults: 5, Finals: true, Join: eos.JoinFor(20000, 200),
 				})
 				if !res.OK() {
 					t.Errorf("%s", res.Summary())
@@ -123,6 +123,9 @@ func TestShortMode(t *testing.T) {
 				}
 				if res.Records != 20000 {
 					t.Errorf("records %d, want 20000", res.Records)
+				}
+				if res.Report.WindowUpdates == 0 || res.Report.FinalWindows == 0 || res.Report.JoinResults == 0 {
+					t.Errorf("%s: want window updates, final results and join results, each checked", res.Report.WindowSummary())
 				}
 				if res.DeadMembersRemoved > 0 && c.Name() != "embedded" {
 					t.Errorf("%s kept %d group members of dead processes past their session timeout", c.Name(), res.DeadMembersRemoved)

@@ -107,6 +107,8 @@ func run(args []string) int {
 	catchUp := fs.Duration("catch-up-timeout", 5*time.Minute, "how long to wait for the application to process everything after the last fault")
 	workDir := fs.String("work-dir", "", "where logs, state dirs and the report go (default: a new temporary dir, kept)")
 	verbose := fs.Bool("v", false, "debug logs from the instances")
+	finals := fs.Bool("finals", true, "the application also emits the windowed aggregation's final results (suppressed until each window closes), checked by the verifier")
+	join := fs.Bool("join", true, "the driver also writes a right topic and the application joins it with the input (a stream–stream join), checked by the verifier")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -127,7 +129,10 @@ func run(args []string) int {
 		Partitions: int32(orDefault(*partitions, p.partitions)), Buckets: *buckets,
 		Instances: *instances, CommitInterval: *commit, AtLeastOnce: *alo, SessionTimeout: *session, TransactionTimeout: *txnTimeout,
 		Faults: p.faults, FaultGap: p.gap, Span: *span, Seed: *seed, CatchUpTimeout: *catchUp,
-		DebugInstances: *verbose, Logger: logger,
+		DebugInstances: *verbose, Logger: logger, Finals: *finals,
+	}
+	if *join {
+		cfg.Join = eos.JoinFor(cfg.Records, cfg.Keys)
 	}
 	if *faults >= 0 {
 		cfg.Faults = *faults
