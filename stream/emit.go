@@ -37,7 +37,10 @@ const (
 // changelogged key-value store, <store>-emit-time, written in the same transaction), so
 // a restart neither repeats nor loses a window. Kafka Streams throttles the check to
 // once per second of wall-clock time (an internal setting); eddy checks at every
-// record, which emits the same windows in the same order, sooner.
+// record, which emits the same windows in the same order, sooner. Kafka Streams emits
+// after storing the record that closes windows; eddy emits before, so that a jump of
+// stream time (the next day's first record) cannot expire closed windows from the store
+// before they are emitted, which loses them in Kafka Streams.
 func (w *TimeWindowedStream[K, V]) Emit(s EmitStrategy) *TimeWindowedStream[K, V] {
 	if s != OnWindowUpdate && s != OnWindowClose {
 		w.g.s.b.fail("Emit: unknown EmitStrategy %d: use OnWindowUpdate or OnWindowClose", s)
@@ -62,14 +65,14 @@ func (w *SessionWindowedStream[K, V]) Emit(s EmitStrategy) *SessionWindowedStrea
 }
 
 // finalRetentionSlack is what an OnWindowClose aggregation's store keeps beyond the
-// least retention (size or gap plus grace) when no Retention is given. Closed windows
-// are read back from the store to be emitted, after the record that closes them is
-// stored, and a store with the least retention has expired them by then: always for
-// sessions (a session closes when its end is gap plus grace before the stream time,
-// which is when the store expires it), and for time windows when the stream time jumps
-// by more than a window. Kafka Streams' in-memory stores lose them so; its default
-// RocksDB stores expire whole segments of at least 60 s, which keeps them. eddy's stores
-// expire exactly, as the in-memory ones, so they keep one minute more.
+// least retention (size or gap plus grace) when no Retention is given. Kafka Streams
+// reads closed windows back after storing the record that closes them, and so loses
+// those the put expires: always for sessions with an in-memory store (a session closes
+// when the store expires it), and on any jump of stream time past a store segment. eddy
+// emits before the put (emitFinal, emitFinalSessions), which needs no slack; the minute
+// stays so that a closed window can still be read (queries, a late record's drop) a
+// little while after it was emitted, as in Kafka Streams' RocksDB stores, whose segments
+// are at least 60 s.
 const finalRetentionSlack = time.Minute
 
 // emitTimeStore is the store keeping an OnWindowClose aggregation's last emit close time.

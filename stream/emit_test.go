@@ -135,3 +135,43 @@ func TestEmitOnWindowCloseSliding(t *testing.T) {
 	h.pipe("in", "b", "x", 40_000)
 	h.want("out", false, "a=[10,20]=1@20000 a=[15,25]=2@25000 a=[20,30]=1@25000")
 }
+
+// A jump in stream time far past the store's retention still emits every window it
+// closes: the aggregation emits before it stores the record that jumps, which would
+// expire them (Kafka Streams emits after, and loses them so).
+func TestEmitOnWindowCloseSurvivesAJump(t *testing.T) {
+	const day = 24 * 60 * 60 * 1000
+	for _, c := range []struct {
+		name         string
+		build        func(*stream.GroupedStream[string, string]) stream.Table[window.Windowed[string], int64]
+		before, want string
+	}{
+		{"tumbling", func(g *stream.GroupedStream[string, string]) stream.Table[window.Windowed[string], int64] {
+			return g.WindowedBy(window.Tumbling(10*time.Second, 2*time.Second)).Emit(stream.OnWindowClose).Count()
+		}, "", "a=[0,10]=2@3000 b=[10,20]=1@11000"},
+		{"sessions", func(g *stream.GroupedStream[string, string]) stream.Table[window.Windowed[string], int64] {
+			return g.WindowedBySession(window.Sessions(5*time.Second, time.Second)).Emit(stream.OnWindowClose).Count()
+		}, "a=[1,3]=2@3000", "a=[1,3]=2@3000 b=[11,11]=1@11000"},
+		{"sliding", func(g *stream.GroupedStream[string, string]) stream.Table[window.Windowed[string], int64] {
+			return g.WindowedBySliding(window.Sliding(10*time.Second, 0)).Emit(stream.OnWindowClose).Count()
+		}, "", "a=[10,20]=1@20000 b=[10,20]=1@20000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := stream.NewBuilder()
+			g := stream.From(b, serde.String(), serde.String(), []string{"in"}).GroupByKey(serde.String(), serde.String())
+			windowedOut(c.build(g), nil)
+			h := run(t, b)
+			if c.name == "sliding" {
+				h.pipe("in", "a", "x", 20_000)
+				h.pipe("in", "b", "x", 20_000)
+			} else {
+				h.pipe("in", "a", "x", 1_000)
+				h.pipe("in", "a", "x", 3_000)
+				h.pipe("in", "b", "x", 11_000)
+			}
+			h.want("out", false, c.before)
+			h.pipe("in", "c", "x", day) // the next day
+			h.want("out", false, c.want)
+		})
+	}
+}

@@ -321,6 +321,12 @@ func (p *windowProc[K, V, VA]) processTime(r processor.Record[K, V]) error {
 	}
 	ts := r.Timestamp.UnixMilli()
 	closeTime := p.advance(ts) - p.tw.GraceMs()
+	// Emit what closed before storing the record (Kafka Streams emits after): the
+	// record's own windows are not closed, so the output is the same, but the put may
+	// advance the store's time so far that it expires closed windows not yet emitted.
+	if err := p.emitFinal(r, closeTime); err != nil {
+		return err
+	}
 	for _, start := range p.tw.WindowsFor(ts) {
 		end := start + p.tw.SizeMs()
 		if end <= closeTime {
@@ -344,7 +350,7 @@ func (p *windowProc[K, V, VA]) processTime(r processor.Record[K, V]) error {
 			return err
 		}
 	}
-	return p.emitFinal(r, closeTime)
+	return nil
 }
 
 // slidingWindow is a window found in the store while processing a record.
@@ -368,6 +374,11 @@ func (p *windowProc[K, V, VA]) processSliding(r processor.Record[K, V]) error {
 	}
 	if ts < p.diff {
 		return p.processEarly(r, ts, closeTime)
+	}
+	// Emit before storing, as processTime does; the windows the record updates or
+	// creates are not closed (update drops those that are).
+	if err := p.emitFinal(r, closeTime); err != nil {
+		return err
 	}
 	starts := map[int64]bool{}
 	var leftAgg, rightAgg *Timestamped[VA]
@@ -406,7 +417,7 @@ loop:
 				t := maxTs
 				prevTs = &t
 			} else {
-				return p.emitFinal(r, closeTime)
+				return nil
 			}
 		default: // end < ts
 			leftAgg = val
@@ -415,10 +426,7 @@ loop:
 			break loop
 		}
 	}
-	if err := p.createWindows(r, ts, closeTime, starts, rightAgg, leftAgg, leftCreated, rightCreated, prevTs); err != nil {
-		return err
-	}
-	return p.emitFinal(r, closeTime)
+	return p.createWindows(r, ts, closeTime, starts, rightAgg, leftAgg, leftCreated, rightCreated, prevTs)
 }
 
 // processEarly handles records before the time difference has passed since the epoch:
@@ -599,6 +607,13 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 			obs := max(observed.Get(), ts)
 			observed.Set(obs)
 			closeTime := obs - grace - gap
+			// Emit the sessions that closed before storing the record, as processTime
+			// does: a session the record merges with ends at least ts - gap, after the
+			// close time, so the output is the same as Kafka Streams' (which emits after),
+			// but no closed session is expired by the put before it is emitted.
+			if err := emitFinalSessions(ctx, fe, ss, r, closeTime); err != nil {
+				return err
+			}
 			type session struct {
 				w window.Windowed[K]
 				v VA
@@ -619,7 +634,7 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 				times.Late()
 				ctx.Logger().Debug("dropping a late record: its session has closed",
 					"timestamp", ts, "session", window.At(start, end).String(), "close", closeTime, "observed_stream_time", obs)
-				return emitFinalSessions(ctx, fe, ss, r, closeTime)
+				return nil
 			}
 			if start != ts || end != ts {
 				for _, m := range merged {
@@ -645,10 +660,7 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 			} else if err := ss.Put(key, *newAgg); err != nil {
 				return err
 			}
-			if err := forward(r, key, Change[VA]{New: newAgg}, had); err != nil {
-				return err
-			}
-			return emitFinalSessions(ctx, fe, ss, r, closeTime)
+			return forward(r, key, Change[VA]{New: newAgg}, had)
 		}, nil
 	}), in.node)
 	ps := &pendingStore{name: store, processors: []string{name}}
