@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"slices"
+
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/statestore"
@@ -48,6 +50,15 @@ type tableInfo[K, V any] struct {
 	// materialize, when set, gives the table a store on demand (a lookup or old values
 	// downstream), as Kafka Streams materializes a KTableSource.
 	materialize func()
+	// windowEnd, set on windowed tables (and tables derived from them), gives a key's
+	// window end in ms; closeAfter is how long after its end a window closes (the
+	// grace period; for sessions gap plus grace): Suppress(UntilWindowCloses) needs
+	// both, as Kafka Streams' GraphGraceSearchUtil finds them.
+	windowEnd  func(K) int64
+	closeAfter int64
+	// extraLookup are stores a lookup reads besides the table's own or its parents'
+	// (a suppressed table's buffer).
+	extraLookup []*pendingStore
 }
 
 // Name is the graph node that forwards the table's changes, as (K, Change[V]) records.
@@ -88,7 +99,7 @@ func (t *tableInfo[K, V]) lookupStores() []*pendingStore {
 	if t.store != nil {
 		return []*pendingStore{t.store}
 	}
-	var out []*pendingStore
+	out := slices.Clone(t.extraLookup)
 	for _, p := range t.derivedFrom {
 		out = append(out, p.lookupStores()...)
 	}
@@ -226,7 +237,8 @@ func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values s
 	b := t.b
 	name := b.name(o, prefix)
 	parent := t.t
-	info := &tableInfo[K, V2]{node: name, keyChanged: parent.keyChanged, sources: parent.sources, keys: parent.keys, values: values}
+	info := &tableInfo[K, V2]{node: name, keyChanged: parent.keyChanged, sources: parent.sources, keys: parent.keys, values: values,
+		windowEnd: parent.windowEnd, closeAfter: parent.closeAfter}
 	var store string
 	if o.store != "" {
 		store = o.store

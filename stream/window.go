@@ -20,6 +20,7 @@ type TimeWindowedStream[K, V any] struct {
 	time    window.TimeWindows
 	sliding window.SlidingWindows
 	isSlide bool
+	emit    EmitStrategy
 }
 
 // SessionWindowedStream is a grouped stream windowed by sessions (Kafka Streams'
@@ -27,6 +28,7 @@ type TimeWindowedStream[K, V any] struct {
 type SessionWindowedStream[K, V any] struct {
 	g        *GroupedStream[K, V]
 	sessions window.SessionWindows
+	emit     EmitStrategy
 }
 
 // WindowedBy windows the grouped stream by tumbling or hopping windows.
@@ -182,6 +184,7 @@ func windowedTable[K, V, VA any](g *GroupedStream[K, V], prefix string, opts []O
 	in = g.input(store)
 	info = &tableInfo[window.Windowed[K], VA]{node: name, keys: keys, values: values, sources: in.sources}
 	info.enableOld = func(bool) bool { info.sendOld = true; return true }
+	info.windowEnd = func(k window.Windowed[K]) int64 { return k.Window.EndMs() }
 	return name, store, in, info, o
 }
 
@@ -207,6 +210,14 @@ func timeWindowed[K, V, VA any](w *TimeWindowedStream[K, V], prefix string, opts
 	keys := window.TimeWindowedSerde(w.g.keys, size)
 	name, store, in, info, o := windowedTable(w.g, prefix, opts, keys, values)
 	retention = b.retention(o, retention, name)
+	info.closeAfter = w.time.GraceMs()
+	if w.isSlide {
+		info.closeAfter = w.sliding.GraceMs()
+	}
+	final := w.emit == OnWindowClose
+	if final && o.retention == 0 {
+		retention += finalRetentionSlack
+	}
 	storeValues := serde.Nullable(timestampedSerde(values))
 	topology.AddProcessor(b.tb, name, supplier(func(ctx processor.Context[window.Windowed[K], Change[VA]]) (func(processor.Record[K, V]) error, error) {
 		ws, err := processor.WindowStore[K, *Timestamped[VA]](ctx, store)
@@ -219,6 +230,11 @@ func timeWindowed[K, V, VA any](w *TimeWindowedStream[K, V], prefix string, opts
 			observed: timestate.From(ctx.Context()).New(-1),
 			times:    timestate.From(ctx.Context()),
 		}
+		if final {
+			if p.final, err = newFinalEmitter(ctx, p.times, store, w.g.keys); err != nil {
+				return nil, err
+			}
+		}
 		if w.isSlide {
 			p.diff, p.grace = w.sliding.TimeDifferenceMs(), w.sliding.GraceMs()
 			return p.processSliding, nil
@@ -229,6 +245,9 @@ func timeWindowed[K, V, VA any](w *TimeWindowedStream[K, V], prefix string, opts
 	ps := &pendingStore{name: store, processors: []string{name}}
 	ps.add = func(procs []string) {
 		configure(topology.AddWindowStore(b.tb, store, w.g.keys, storeValues, size, retention, procs...), o)
+		if final {
+			addEmitTimeStore(b, store, o, name)
+		}
 	}
 	b.stores = append(b.stores, ps)
 	info.store = ps
@@ -248,8 +267,9 @@ type windowProc[K, V, VA any] struct {
 	observed *timestate.Cell
 	times    *timestate.Registry
 	tw       window.TimeWindows
-	diff     int64 // sliding windows' time difference, ms
-	grace    int64 // sliding windows' grace, ms
+	final    *finalEmitter[K] // OnWindowClose: emits closed windows; nil: every update
+	diff     int64            // sliding windows' time difference, ms
+	grace    int64            // sliding windows' grace, ms
 }
 
 // late drops a record for a window that has closed, as Kafka Streams' "Skipping record
@@ -278,6 +298,9 @@ func (p *windowProc[K, V, VA]) put(r processor.Record[K, V], start, end int64, o
 	}
 	if err := p.store.Put(r.Key, stored, window.Millis(start)); err != nil {
 		return err
+	}
+	if p.final != nil {
+		return nil // OnWindowClose: no updates (maybeForwardUpdate)
 	}
 	c := Change[VA]{New: nv}
 	if p.sendOld {
@@ -319,7 +342,7 @@ func (p *windowProc[K, V, VA]) processTime(r processor.Record[K, V]) error {
 			return err
 		}
 	}
-	return nil
+	return p.emitFinal(r, closeTime)
 }
 
 // slidingWindow is a window found in the store while processing a record.
@@ -381,7 +404,7 @@ loop:
 				t := maxTs
 				prevTs = &t
 			} else {
-				return nil
+				return p.emitFinal(r, closeTime)
 			}
 		default: // end < ts
 			leftAgg = val
@@ -390,7 +413,10 @@ loop:
 			break loop
 		}
 	}
-	return p.createWindows(r, ts, closeTime, starts, rightAgg, leftAgg, leftCreated, rightCreated, prevTs)
+	if err := p.createWindows(r, ts, closeTime, starts, rightAgg, leftAgg, leftCreated, rightCreated, prevTs); err != nil {
+		return err
+	}
+	return p.emitFinal(r, closeTime)
 }
 
 // processEarly handles records before the time difference has passed since the epoch:
@@ -496,6 +522,9 @@ func (p *windowProc[K, V, VA]) createRight(r processor.Record[K, V], ts int64, r
 	if err := p.store.Put(r.Key, rightAgg, window.Millis(start)); err != nil {
 		return err
 	}
+	if p.final != nil {
+		return nil // OnWindowClose: no updates
+	}
 	c := Change[VA]{New: &rightAgg.Value}
 	return p.fw.forward(processor.Record[window.Windowed[K], Change[VA]]{
 		Key: window.Windowed[K]{Key: r.Key, Window: window.At(start, start+p.diff)}, Value: c,
@@ -533,6 +562,11 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 	keys := window.SessionWindowedSerde(w.g.keys)
 	name, store, in, info, o := windowedTable(w.g, prefix, opts, keys, values)
 	retention := b.retention(o, time.Duration(gap+grace)*time.Millisecond, name)
+	info.closeAfter = gap + grace
+	final := w.emit == OnWindowClose
+	if final && o.retention == 0 {
+		retention += finalRetentionSlack
+	}
 	topology.AddProcessor(b.tb, name, supplier(func(ctx processor.Context[window.Windowed[K], Change[VA]]) (func(processor.Record[K, V]) error, error) {
 		ss, err := processor.SessionStore[K, VA](ctx, store)
 		if err != nil {
@@ -542,7 +576,16 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 		fw := newTableForwarder(ctx, b, b.cached(o), store, keys, values)
 		times := timestate.From(ctx.Context())
 		observed := times.New(-1)
+		var fe *finalEmitter[K]
+		if final {
+			if fe, err = newFinalEmitter(ctx, times, store, w.g.keys); err != nil {
+				return nil, err
+			}
+		}
 		forward := func(r processor.Record[K, V], s window.Windowed[K], c Change[VA], had bool) error {
+			if fe != nil {
+				return nil // OnWindowClose: no updates (maybeForwardUpdate)
+			}
 			return fw.forward(processor.Record[window.Windowed[K], Change[VA]]{
 				Key: s, Value: c, Timestamp: s.Window.End, Headers: r.Headers}, had)
 		}
@@ -574,7 +617,7 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 				times.Late()
 				ctx.Logger().Debug("dropping a late record: its session has closed",
 					"timestamp", ts, "session", window.At(start, end).String(), "close", closeTime, "observed_stream_time", obs)
-				return nil
+				return emitFinalSessions(ctx, fe, ss, r, closeTime)
 			}
 			if start != ts || end != ts {
 				for _, m := range merged {
@@ -600,12 +643,18 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 			} else if err := ss.Put(key, *newAgg); err != nil {
 				return err
 			}
-			return forward(r, key, Change[VA]{New: newAgg}, had)
+			if err := forward(r, key, Change[VA]{New: newAgg}, had); err != nil {
+				return err
+			}
+			return emitFinalSessions(ctx, fe, ss, r, closeTime)
 		}, nil
 	}), in.node)
 	ps := &pendingStore{name: store, processors: []string{name}}
 	ps.add = func(procs []string) {
 		configure(topology.AddSessionStore(b.tb, store, w.g.keys, values, retention, procs...), o)
+		if final {
+			addEmitTimeStore(b, store, o, name)
+		}
 	}
 	b.stores = append(b.stores, ps)
 	info.store = ps
