@@ -83,7 +83,9 @@ type Config struct {
 	TransactionTimeout time.Duration
 	// RepartitionPurgeInterval is how often a task deletes the records of the
 	// repartition topics it reads below its committed offsets (DeleteRecords), as Kafka
-	// Streams does; default 30 s. Repartition topics keep records without time limit
+	// Streams does, and the records of its window and session stores' changelogs that
+	// only expired windows need (docs/architecture.md, "Window stores and segments");
+	// default 30 s. Repartition topics keep records without time limit
 	// (retention.ms -1): records re-keyed from old input carry old timestamps, and
 	// time-based retention could delete them before they are read.
 	RepartitionPurgeInterval time.Duration

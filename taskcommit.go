@@ -3,6 +3,8 @@ package eddy
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -115,12 +117,13 @@ func (w changelogWriter) WriteChange(store string, key, value []byte) error {
 	return w.t.txn.send(w.ctx, w.t.changelogs[store], w.t.id.Partition, key, value, nil)
 }
 
-// purge deletes the records of the repartition topics the task reads below its
-// committed offsets, every purge interval. They are committed input: no owner of the
-// task will read them again. Best effort: a failure is logged and the next interval
-// tries again.
+// purge deletes, every purge interval, the records no owner of the task will read
+// again: those of the repartition topics the task reads below its committed offsets
+// (committed input), and those of its window and session stores' changelogs below the
+// offset where their live segments begin (expired windows, kvstore.Set.ChangelogTrims).
+// Best effort: a failure is logged and the next interval tries again.
 func (t *taskRunner) purge() {
-	if len(t.purgeTopics) == 0 || time.Since(t.lastPurge) < t.cfg.purgeInterval {
+	if time.Since(t.lastPurge) < t.cfg.purgeInterval {
 		return
 	}
 	t.lastPurge = time.Now()
@@ -134,5 +137,28 @@ func (t *taskRunner) purge() {
 			continue
 		}
 		t.logger.Debug("deleted committed repartition records", "topic", topic, "partition", t.id.Partition, "below", off)
+	}
+	if t.set == nil {
+		return
+	}
+	trims, err := t.set.ChangelogTrims()
+	if err != nil {
+		t.logger.Warn("could not read where the changelogs of window stores can be trimmed; retrying later", "error", err)
+		return
+	}
+	for _, store := range slices.Sorted(maps.Keys(trims)) {
+		off, topic := trims[store], t.changelogs[store]
+		if off <= t.trimmed[store] || topic == "" {
+			continue
+		}
+		if err := t.host.deleteRecords(topic, t.id.Partition, off); err != nil {
+			t.logger.Warn("could not delete the expired records of a window store's changelog; retrying later", "store", store, "topic", topic, "partition", t.id.Partition, "below", off, "error", err)
+			continue
+		}
+		if t.trimmed == nil {
+			t.trimmed = map[string]int64{}
+		}
+		t.trimmed[store] = off
+		t.logger.Debug("deleted expired changelog records", "store", store, "topic", topic, "partition", t.id.Partition, "below", off)
 	}
 }

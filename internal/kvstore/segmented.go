@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -65,12 +66,16 @@ type Segmented struct {
 	loaded   bool
 	observed int64
 	segments []int64 // live segment ids, ascending
+	// first holds, per live segment, a changelog offset at or below every record ever
+	// written to the segment: the store's checkpoint when the segment was made (0 when
+	// unknown). The changelog below the least of them holds only expired data (TrimOffset).
+	first map[int64]int64
 }
 
 // NewSegmented makes the segmented backend of store over inner.
 func NewSegmented(inner Backend, store string, spec SegmentSpec) *Segmented {
 	return &Segmented{inner: inner, store: store, spec: spec, interval: SegmentInterval(spec.Retention),
-		metaStore: store + "/segments", observed: NoObservedTime}
+		metaStore: store + "/segments", observed: NoObservedTime, first: map[int64]int64{}}
 }
 
 // Keys of the segment list.
@@ -131,14 +136,19 @@ func (s *Segmented) loadLocked() error {
 	if err != nil {
 		return s.fail("read the segment list", err)
 	}
-	observed, segs := int64(NoObservedTime), []int64(nil)
+	observed, segs, first := int64(NoObservedTime), []int64(nil), map[int64]int64{}
 	for it.Next() {
 		k, v := it.Key(), it.Value()
 		switch {
 		case bytes.Equal(k, observedKey) && len(v) == 8:
 			observed = int64(binary.BigEndian.Uint64(v))
 		case bytes.HasPrefix(k, segmentPrefix) && len(k) == len(segmentPrefix)+8:
-			segs = append(segs, int64(binary.BigEndian.Uint64(k[len(segmentPrefix):])))
+			id := int64(binary.BigEndian.Uint64(k[len(segmentPrefix):]))
+			segs = append(segs, id)
+			first[id] = 0 // a list written before first offsets were kept: nothing is trimmed
+			if len(v) == 8 {
+				first[id] = int64(binary.BigEndian.Uint64(v))
+			}
 		default:
 			it.Close()
 			return s.fail("read the segment list", fmt.Errorf("unexpected entry %q = %x in %q", k, v, s.metaStore))
@@ -148,7 +158,7 @@ func (s *Segmented) loadLocked() error {
 		return s.fail("read the segment list", err)
 	}
 	slices.Sort(segs) // big-endian ids of non-negative times sort as the bytes do; be sure
-	s.observed, s.segments, s.loaded = observed, segs, true
+	s.observed, s.segments, s.first, s.loaded = observed, segs, first, true
 	return s.dropExpiredLocked()
 }
 
@@ -186,6 +196,9 @@ func (s *Segmented) dropExpiredLocked() error {
 	if err := s.inner.Write(Batch{Writes: map[string][]Entry{s.metaStore: unlist}}); err != nil {
 		return s.fail("drop expired segment", err)
 	}
+	for _, id := range s.segments[:n] {
+		delete(s.first, id)
+	}
 	s.segments = slices.Clone(s.segments[n:])
 	return nil
 }
@@ -198,6 +211,7 @@ func segmentKey(id int64) []byte {
 type pendingWrite struct {
 	observed int64
 	segments []int64
+	first    map[int64]int64 // of the segments it makes
 }
 
 // translate turns the entries of the store into writes of its segments and of its
@@ -219,7 +233,17 @@ func (s *Segmented) translate(into *Batch, entries []Entry, atLeast int64) (pend
 		}
 		times[i], observed = ts, max(observed, ts)
 	}
-	p := pendingWrite{observed: observed, segments: slices.Clone(segs)}
+	p := pendingWrite{observed: observed, segments: slices.Clone(segs), first: map[int64]int64{}}
+	// Every record of this write comes after the store's checkpoint in its changelog (the
+	// changelog's end when the store was last written), so a segment made now has its
+	// records at or above it.
+	from, ok, err := s.inner.Checkpoint(s.store)
+	if err != nil {
+		return pendingWrite{}, s.fail("write", err)
+	}
+	if !ok {
+		from = 0
+	}
 	live := s.minLive(observed)
 	var list []Entry
 	for i, e := range entries {
@@ -233,7 +257,8 @@ func (s *Segmented) translate(into *Batch, entries []Entry, atLeast int64) (pend
 			}
 			p.segments = append(p.segments, id)
 			slices.Sort(p.segments)
-			list = append(list, Entry{Key: segmentKey(id), Value: []byte{1}})
+			p.first[id] = from
+			list = append(list, Entry{Key: segmentKey(id), Value: binary.BigEndian.AppendUint64(nil, uint64(from))})
 		}
 		name := s.SegmentStore(id)
 		into.Writes[name] = append(into.Writes[name], e)
@@ -253,6 +278,7 @@ func (s *Segmented) apply(p pendingWrite) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.observed, s.segments = p.observed, p.segments
+	maps.Copy(s.first, p.first)
 	return s.dropExpiredLocked()
 }
 
@@ -360,6 +386,34 @@ func (s *Segmented) Count(store string) (int64, error) {
 	return n, nil
 }
 
+// TrimOffset returns the offset below which the store's changelog holds only records of
+// expired segments, which no restore needs: the least first offset of the live
+// segments, or the store's checkpoint when none is live. ok is false when nothing can
+// be trimmed (no checkpoint, or a live segment of unknown first offset).
+//
+// Kafka Streams bounds its window changelogs by time instead (compact,delete with the
+// store's retention plus a day, against the records' timestamps), which deletes windows
+// still live when stream time stands still for longer, or lags the wall clock (input
+// reprocessed from the past). Deleting below this offset removes expired data only.
+func (s *Segmented) TrimOffset() (int64, bool, error) {
+	_, segs, err := s.state()
+	if err != nil {
+		return 0, false, err
+	}
+	if len(segs) == 0 {
+		return s.inner.Checkpoint(s.store)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	least := int64(-1)
+	for _, id := range s.segments {
+		if f := s.first[id]; least == -1 || f < least {
+			least = f
+		}
+	}
+	return least, least > 0, nil
+}
+
 // Checkpoint is the inner backend's checkpoint of the store.
 func (s *Segmented) Checkpoint(store string) (int64, bool, error) { return s.inner.Checkpoint(store) }
 
@@ -396,7 +450,7 @@ func (s *Segmented) Wipe(store string) error {
 	if err := s.inner.Wipe(s.store); err != nil {
 		return err
 	}
-	s.observed, s.segments, s.loaded = NoObservedTime, nil, true
+	s.observed, s.segments, s.first, s.loaded = NoObservedTime, nil, map[int64]int64{}, true
 	return nil
 }
 

@@ -147,6 +147,29 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 	return nil
 }
 
+// ChangelogTrims returns, for each logged store kept in time segments, the offset below
+// which its changelog holds only expired data (Segmented.TrimOffset): the runtime deletes
+// the records below it, so the changelog of a window store stays as long as its
+// retention, not its history.
+func (s *Set) ChangelogTrims() (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, name := range s.names {
+		b := s.buffers[name]
+		sg, ok := b.backend.(*Segmented)
+		if !ok || !b.logged {
+			continue
+		}
+		off, ok, err := sg.TrimOffset()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[name] = off
+		}
+	}
+	return out, nil
+}
+
 // Discard drops every buffered change, as after an aborted transaction.
 func (s *Set) Discard() {
 	for _, b := range s.buffers {

@@ -406,3 +406,67 @@ func TestSegmentsReadInKeyOrder(t *testing.T) {
 		t.Fatalf("FetchAll = %q, want %q", got, want)
 	}
 }
+
+// The changelog of a store in segments can be trimmed below the checkpoint the oldest
+// live segment was made at: every record below it belongs to an expired segment. The
+// first offsets survive a reopen; a store with no live segment trims to its checkpoint,
+// one with none to nothing.
+func TestSegmentsTrimOffset(t *testing.T) {
+	dir := t.TempDir()
+	be := openBolt(t, dir)
+	s := openSegStore(t, be)
+	trim := func(s segStore) (int64, bool) {
+		t.Helper()
+		off, ok, err := s.seg.TrimOffset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return off, ok
+	}
+	flush := func(s segStore, checkpoint int64) {
+		t.Helper()
+		if err := s.set.Flush(map[string]int64{"w": checkpoint}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.put(t, "a", "1", 10*sec) // segment 0, made with no checkpoint: first offset 0
+	flush(s, 5)
+	if off, ok := trim(s); ok {
+		t.Fatalf("segment 0 made without a checkpoint: trim below %d, want nothing", off)
+	}
+	s.put(t, "a", "2", 70*sec) // segment 1, made at checkpoint 5
+	flush(s, 9)
+	s.put(t, "b", "3", 100*sec) // segment 1 again: its first offset stays 5
+	flush(s, 12)
+	if off, ok := trim(s); ok {
+		t.Fatalf("segment 0 is live: trim below %d, want nothing", off)
+	}
+	s.put(t, "a", "4", 125*sec) // segment 2 at checkpoint 12; 125 - 60 expires segment 0
+	flush(s, 20)
+	if got := s.segments(t); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("segments %v, want [1 2]", got)
+	}
+	if off, ok := trim(s); !ok || off != 5 {
+		t.Fatalf("trim below %d (%v), want 5: segment 1 was made at checkpoint 5", off, ok)
+	}
+	if err := be.Close(); err != nil {
+		t.Fatal(err)
+	}
+	be = openBolt(t, dir)
+	defer be.Close()
+	s = openSegStore(t, be)
+	if off, ok := trim(s); !ok || off != 5 {
+		t.Fatalf("reopened: trim below %d (%v), want 5", off, ok)
+	}
+	s.put(t, "c", "5", 300*sec) // segment 5 at checkpoint 20; segments 1 and 2 expire
+	flush(s, 23)
+	if off, ok := trim(s); !ok || off != 20 {
+		t.Fatalf("trim below %d (%v), want 20", off, ok)
+	}
+	if err := s.seg.Wipe("w"); err != nil {
+		t.Fatal(err)
+	}
+	if off, ok := trim(s); ok {
+		t.Fatalf("wiped: trim below %d, want nothing", off)
+	}
+}
