@@ -212,7 +212,8 @@ type storeReport struct {
 	Name       string `json:"name"`
 	Keys       int64  `json:"keys"`
 	Bytes      int64  `json:"bytes"`
-	Checkpoint *int64 `json:"checkpoint"` // null: none
+	Checkpoint *int64 `json:"checkpoint"`         // null: none
+	Segments   int    `json:"segments,omitempty"` // a window or session store's time segments
 }
 
 func newTaskReport(td taskDir, target stateTarget, info kvstore.BoltFileInfo) taskReport {
@@ -230,7 +231,7 @@ func newTaskReport(td taskDir, target stateTarget, info kvstore.BoltFileInfo) ta
 		r.StateTime = &st
 	}
 	for _, s := range info.Stores {
-		sr := storeReport{Name: s.Name, Keys: s.Keys, Bytes: s.Bytes}
+		sr := storeReport{Name: s.Name, Keys: s.Keys, Bytes: s.Bytes, Segments: s.Segments}
 		if s.HasCheckpoint {
 			cp := s.Checkpoint
 			sr.Checkpoint = &cp

@@ -2,6 +2,7 @@ package kvstore
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,6 +72,9 @@ type BoltStoreInfo struct {
 	// from the start of its changelog).
 	Checkpoint    int64
 	HasCheckpoint bool
+	// Segments is the number of time segments of a window or session store (Segmented:
+	// its keys and bytes are those of its segments and segment list); 0 for others.
+	Segments int
 }
 
 // InspectBolt describes the bbolt file in the task directory dir: its stores, their key
@@ -95,9 +100,27 @@ func InspectBolt(dir string, opts InspectOptions) (BoltFileInfo, error) {
 				return nil
 			}
 			st := b.Stats()
-			s := get(string(name))
-			s.Keys += int64(st.KeyN)
-			s.Bytes += int64(st.BranchInuse + st.LeafInuse + st.InlineBucketInuse)
+			size := int64(st.BranchInuse + st.LeafInuse + st.InlineBucketInuse)
+			// A store in time segments is the buckets <store>/segment-<id> and its list
+			// <store>/segments (no store name has a slash): one store here.
+			store, part, inner := strings.Cut(string(name), "/")
+			switch {
+			case !inner:
+				s := get(store)
+				s.Keys += int64(st.KeyN)
+				s.Bytes += size
+			case part == "segments":
+				get(store).Bytes += size
+			case strings.HasPrefix(part, "segment-"):
+				s := get(store)
+				s.Keys += int64(st.KeyN)
+				s.Bytes += size
+				s.Segments++
+			default:
+				s := get(string(name))
+				s.Keys += int64(st.KeyN)
+				s.Bytes += size
+			}
 			return nil
 		})
 		if err != nil {
@@ -150,6 +173,21 @@ func DumpBolt(dir, store string, opts InspectOptions, fn func(key, value []byte)
 	}
 	var info BoltFileInfo
 	err := viewBolt(dir, opts, &info, func(tx *bolt.Tx) error {
+		if segs := segmentBuckets(tx, store); len(segs) > 0 {
+			// A store in time segments: each segment's keys, oldest segment first.
+			for _, bk := range segs {
+				err := bk.ForEach(func(k, v []byte) error {
+					if v == nil {
+						return nil
+					}
+					return fn(k, v)
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		bk := tx.Bucket([]byte(store))
 		var empty []byte
 		if eb := tx.Bucket(emptyKeyBucket); eb != nil {
@@ -199,6 +237,31 @@ var errEmptyFile = errors.New("statestore: empty file")
 // opts.Verify), opens it read-only, fills in what info says about the file, and runs fn
 // in a read transaction. A bbolt panic or memory fault becomes an error wrapping
 // ErrDamaged.
+// segmentBuckets returns the segment buckets of a store kept in time segments
+// (Segmented), oldest first; none for other stores.
+func segmentBuckets(tx *bolt.Tx, store string) []*bolt.Bucket {
+	prefix := store + "/segment-"
+	type seg struct {
+		id int64
+		bk *bolt.Bucket
+	}
+	var segs []seg
+	_ = tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		if rest, ok := strings.CutPrefix(string(name), prefix); ok {
+			if id, err := strconv.ParseInt(rest, 10, 64); err == nil {
+				segs = append(segs, seg{id, b})
+			}
+		}
+		return nil
+	})
+	slices.SortFunc(segs, func(a, b seg) int { return cmp.Compare(a.id, b.id) })
+	out := make([]*bolt.Bucket, len(segs))
+	for i, sg := range segs {
+		out[i] = sg.bk
+	}
+	return out
+}
+
 func viewBolt(dir string, opts InspectOptions, info *BoltFileInfo, fn func(*bolt.Tx) error) (err error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second

@@ -3,11 +3,14 @@ package windowstore_test
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/windowstore"
@@ -75,20 +78,65 @@ func openBolt(t testing.TB, dir string) kvstore.Backend {
 }
 
 // buckets lists the bbolt buckets of the store "w" in dir (the backend must be closed)
-// with their key counts.
+// with their key counts, read from the file itself (InspectBolt shows the store as one).
 func buckets(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, kvstore.BoltFileName), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]int64{}
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if strings.HasPrefix(string(name), "w/") {
+				out[string(name)] = int64(b.Stats().KeyN)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// InspectBolt and DumpBolt (cmd/eddy's state inspect and dump) show a store in
+// segments as one store: its keys, bytes and segment count, and every key once.
+func TestSegmentsInspectAndDump(t *testing.T) {
+	dir := t.TempDir()
+	be := openBolt(t, dir)
+	s := openSegStore(t, be)
+	s.put(t, "k", "k0", 0)
+	s.put(t, "k", "k70", 70*sec)
+	s.put(t, "j", "j75", 75*sec)
+	if err := s.set.Flush(map[string]int64{"w": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Close(); err != nil {
+		t.Fatal(err)
+	}
 	info, err := kvstore.InspectBolt(dir, kvstore.InspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]int64{}
-	for _, s := range info.Stores {
-		if strings.HasPrefix(s.Name, "w/") {
-			out[s.Name] = s.Keys
-		}
+	if len(info.Stores) != 1 {
+		t.Fatalf("stores %+v, want the one store w", info.Stores)
 	}
-	return out
+	if w := info.Stores[0]; w.Name != "w" || w.Keys != 3 || w.Segments != 2 || !w.HasCheckpoint || w.Checkpoint != 3 || w.Bytes == 0 {
+		t.Fatalf("store %+v, want w with 3 keys in 2 segments at checkpoint 3", w)
+	}
+	var dumped []string
+	err = kvstore.DumpBolt(dir, "w", kvstore.InspectOptions{}, func(k, v []byte) error {
+		dumped = append(dumped, string(v))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"k0", "j75", "k70"}; !slices.Equal(dumped, want) {
+		t.Fatalf("dumped values %q, want %q (segment by segment, oldest first)", dumped, want)
+	}
 }
 
 // TestSegmentExpiryDropsTheBucket: when the observed time moves a segment out of
