@@ -3,6 +3,7 @@ package kvstore
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -33,6 +34,11 @@ type BulkRestorerOptions struct {
 	SpillDir string
 	// Load says how the keys go into a bbolt file; default LoadAuto.
 	Load BulkLoad
+	// Records, when known, is about how many records will be added (a changelog's
+	// offsets to restore): the gathered list starts with room for them, up to what
+	// MaxBytes bounds, instead of growing by doubling, which copied it over and over
+	// (17% of restore-full's CPU in a profile of 1M records on 8 tasks).
+	Records int64
 }
 
 // BulkLoad is how a BulkRestorer loads a bbolt file.
@@ -155,6 +161,9 @@ func newBulkRestorer(backend Backend, store string, opts BulkRestorerOptions) (*
 		opts.SpillDir = l.spillDir()
 	}
 	r := &BulkRestorer{loader: l, store: store, opts: opts}
+	if opts.Records > 0 {
+		r.gathered = make([]gatheredRecord, 0, min(opts.Records, int64(opts.MaxBytes/gatheredOverhead)))
+	}
 	if err := l.bulkDrop(store); err != nil {
 		return nil, &statestore.StoreError{Store: store, Op: "bulk restore", Err: err}
 	}
@@ -281,7 +290,7 @@ func (a *arena) copy(b []byte) []byte {
 // overwrite-heavy changelog, compacted again and again, is not sorted again and again.
 func (r *BulkRestorer) sortGathered() {
 	head, tail := r.gathered[:r.sortedN], r.gathered[r.sortedN:]
-	slices.SortFunc(tail, compareGathered)
+	sortGatheredRecords(tail)
 	if len(head) > 0 && len(tail) > 0 {
 		merged := make([]gatheredRecord, 0, len(r.gathered))
 		for len(head) > 0 && len(tail) > 0 {
@@ -297,6 +306,54 @@ func (r *BulkRestorer) sortGathered() {
 		r.gathered = merged
 	}
 	r.sortedN = len(r.gathered)
+}
+
+// sortRef is a gathered record's place in a sort: its key prefix and index.
+type sortRef struct {
+	prefix uint64
+	i      uint32
+}
+
+// sortGatheredRecords sorts recs as compareGathered orders them, through 16-byte
+// (prefix, index) pairs: the sort moves those instead of the 64-byte records and
+// compares integers for most pairs; the records are then put in place in one pass,
+// cycle by cycle, with no second copy of the list. A profile of restore-full had 19%
+// of the CPU in sorting the records themselves.
+func sortGatheredRecords(recs []gatheredRecord) {
+	if len(recs) < 64 || len(recs) >= math.MaxUint32 {
+		slices.SortFunc(recs, compareGathered)
+		return
+	}
+	refs := make([]sortRef, len(recs))
+	for i := range recs {
+		refs[i] = sortRef{recs[i].prefix, uint32(i)}
+	}
+	slices.SortFunc(refs, func(a, b sortRef) int {
+		if a.prefix != b.prefix {
+			return cmp.Compare(a.prefix, b.prefix)
+		}
+		return compareGathered(recs[a.i], recs[b.i])
+	})
+	// Position j takes the record at refs[j].i; follow each cycle of that permutation,
+	// marking the positions done.
+	const done = math.MaxUint32
+	for j := range refs {
+		if refs[j].i == done || int(refs[j].i) == j {
+			continue
+		}
+		first := recs[j]
+		k := j
+		for {
+			src := refs[k].i
+			refs[k].i = done
+			if int(src) == j {
+				recs[k] = first
+				break
+			}
+			recs[k] = recs[src]
+			k = int(src)
+		}
+	}
 }
 
 func compareGathered(a, b gatheredRecord) int {

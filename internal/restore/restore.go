@@ -279,8 +279,10 @@ func (run *restoreRun) startBulk() error {
 	if run.bulk != nil || run.r.NoBulk || !kvstore.CanBulkRestore(run.backend) {
 		return nil
 	}
+	opts := run.r.FromEmpty
+	opts.Records = run.end - run.from
 	var err error
-	if run.bulk, err = kvstore.NewBulkRestorer(run.backend, run.store, run.r.FromEmpty); err != nil {
+	if run.bulk, err = kvstore.NewBulkRestorer(run.backend, run.store, opts); err != nil {
 		return run.fail("", err)
 	}
 	return nil
@@ -308,7 +310,9 @@ func (run *restoreRun) startBulkTail() error {
 	if !ok || tail <= int64(factor)*keys {
 		return nil
 	}
-	if run.bulk, err = kvstore.NewBulkTailRestorer(run.backend, run.store, run.r.FromEmpty); err != nil {
+	opts := run.r.FromEmpty
+	opts.Records = tail
+	if run.bulk, err = kvstore.NewBulkTailRestorer(run.backend, run.store, opts); err != nil {
 		return run.fail("", err)
 	}
 	run.logger.Info("the tail is far larger than the store: merging it in key order", "keys", keys, "tail_offsets", tail)
