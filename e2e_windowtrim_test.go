@@ -72,6 +72,25 @@ func TestWindowChangelogTrimmed(t *testing.T) {
 		if err := in.stop(); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
+		// Kafka refuses DeleteRecords on a topic whose policy is compact alone: the
+		// changelog is compact,delete, with nothing deleted by time or size.
+		admin, err := sarama.NewClusterAdminFromClient(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: cl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, en := range entries {
+			got[en.Name] = en.Value
+		}
+		for k, v := range map[string]string{"cleanup.policy": "compact,delete", "retention.ms": "-1", "retention.bytes": "-1"} {
+			if got[k] != v {
+				t.Errorf("%s: %s = %q, want %q", cl, k, got[k], v)
+			}
+		}
 		// What is left: the minutes still live (the last two: stream time minus one
 		// minute of retention reaches into minute 8), nothing older.
 		recs, err := c.ReadCommitted(ctxT(t), cl)

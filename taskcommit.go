@@ -2,10 +2,14 @@ package eddy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 // prepareWrites sends the task's part of a commit into the open transaction: its
@@ -146,17 +150,25 @@ func (t *taskRunner) purge() {
 		t.logger.Warn("could not read where the changelogs of window stores can be trimmed; retrying later", "error", err)
 		return
 	}
+	if t.trimmed == nil {
+		t.trimmed = map[string]int64{}
+	}
 	for _, store := range slices.Sorted(maps.Keys(trims)) {
 		off, topic := trims[store], t.changelogs[store]
 		if off <= t.trimmed[store] || topic == "" {
 			continue
 		}
 		if err := t.host.deleteRecords(topic, t.id.Partition, off); err != nil {
+			if errors.Is(err, sarama.ErrPolicyViolation) {
+				// The topic's cleanup.policy is compact alone (made before eddy trimmed
+				// window changelogs, or by hand): Kafka refuses DeleteRecords on it. Say
+				// so once for this task and stop trying.
+				t.logger.Warn("cannot trim a window store's changelog: its cleanup.policy lacks delete; set cleanup.policy=compact,delete (with retention.ms=-1 and retention.bytes=-1, so nothing is deleted by time or size) to let eddy delete its expired windows", "store", store, "topic", topic, "partition", t.id.Partition, "error", err)
+				t.trimmed[store] = math.MaxInt64
+				continue
+			}
 			t.logger.Warn("could not delete the expired records of a window store's changelog; retrying later", "store", store, "topic", topic, "partition", t.id.Partition, "below", off, "error", err)
 			continue
-		}
-		if t.trimmed == nil {
-			t.trimmed = map[string]int64{}
 		}
 		t.trimmed[store] = off
 		t.logger.Debug("deleted expired changelog records", "store", store, "topic", topic, "partition", t.id.Partition, "below", off)

@@ -138,7 +138,10 @@ func planInternalTopics(topo *topology.Topology, appID string, counts map[string
 			return nil, fmt.Errorf("eddy: cannot tell the partition count of sub-topology %d: give its repartition topics WithPartitions", s.ID)
 		}
 		for _, st := range s.Stores {
-			if st.Logged {
+			switch {
+			case st.Logged && st.Segments != nil: // its changelog is trimmed by offset
+				specs = append(specs, topicspec.WindowChangelog(appID, st.Name, n))
+			case st.Logged:
 				specs = append(specs, topicspec.Changelog(appID, st.Name, n))
 			}
 		}

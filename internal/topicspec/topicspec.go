@@ -25,6 +25,18 @@ func Changelog(appID, store string, tasks int32) Spec {
 	}
 }
 
+// WindowChangelog is the spec of the changelog of a store kept in time segments (window,
+// session and join stores): compacted and never deleted by time or size, as Changelog,
+// but with "delete" in its cleanup policy, because Kafka refuses DeleteRecords on a topic
+// whose policy is compact alone (POLICY_VIOLATION) and the runtime deletes the records
+// below the store's oldest live segment (kvstore.Segmented.TrimOffset). With retention.ms
+// and retention.bytes at -1 the delete policy itself deletes nothing.
+func WindowChangelog(appID, store string, tasks int32) Spec {
+	s := Changelog(appID, store, tasks)
+	s.Configs["cleanup.policy"] = "compact,delete"
+	return s
+}
+
 // Repartition is the spec of a repartition topic. Its records are read once by the
 // downstream sub-topology, which deletes them once its offsets are committed (the
 // runtime's purge, as Kafka Streams'); nothing is deleted by time: a record keeps the
