@@ -396,6 +396,15 @@ func TestVerifierFindsDoctoredOutput(t *testing.T) {
 			eos.RestoreCheck{Instance: "i0#2", Checkpoint: 40, Event: eos.RestoreEvent{Task: "0_1", Store: eos.StoreSum, From: 0, To: 50, Wiped: true}})
 		expectReport(t, o, want{mismatched: 1})
 	})
+	t.Run("restore after SIGKILL from a trimmed window changelog", func(t *testing.T) {
+		o := clone(clean)
+		o.Restores = append(o.Restores,
+			// The window store's changelog was trimmed past the checkpoint: not a problem.
+			eos.RestoreCheck{Instance: "i0#2", Checkpoint: 40, Event: eos.RestoreEvent{Task: "0_0", Store: eos.StoreWindow, From: 45, To: 50, Wiped: true}},
+			// A key-value store's changelog is never trimmed: its wipe is.
+			eos.RestoreCheck{Instance: "i0#2", Checkpoint: 40, Event: eos.RestoreEvent{Task: "0_1", Store: eos.StoreSum, From: 45, To: 50, Wiped: true}})
+		expectReport(t, o, want{mismatched: 1})
+	})
 	t.Run("committed offset went back", func(t *testing.T) {
 		o := clone(clean)
 		o.OffsetCommits = []eos.OffsetCommit{

@@ -819,7 +819,7 @@ func writeAcked(path string, acked []Acked) (err error) {
 func (h *harness) writeReport() error {
 	var b strings.Builder
 	fmt.Fprintln(&b, h.res.Summary())
-	fmt.Fprintf(&b, "tail restores checked: %d\n", h.res.Report.TailRestores)
+	fmt.Fprintf(&b, "tail restores checked: %d (and %d from a trimmed window changelog)\n", h.res.Report.TailRestores, h.res.Report.TrimmedRestores)
 	fmt.Fprintln(&b, h.res.Report.WindowSummary())
 	if n := h.res.DeadMembersRemoved; n > 0 {
 		fmt.Fprintf(&b, "group members of dead processes the broker kept, removed by the harness: %d\n", n)

@@ -268,8 +268,8 @@ func run(args []string) int {
 	for _, pr := range res.Report.Problems {
 		fmt.Fprintln(os.Stderr, "eos-verify: problem:", pr)
 	}
-	fmt.Fprintf(os.Stderr, "eos-verify: seed %d, %d tail restores checked, took %v, work dir %s\n",
-		cfg.Seed, res.Report.TailRestores, res.Duration.Round(time.Second), cfg.WorkDir)
+	fmt.Fprintf(os.Stderr, "eos-verify: seed %d, %d tail restores checked (%d from a trimmed window changelog), took %v, work dir %s\n",
+		cfg.Seed, res.Report.TailRestores, res.Report.TrimmedRestores, res.Duration.Round(time.Second), cfg.WorkDir)
 	fmt.Fprintln(os.Stderr, "eos-verify:", res.Report.WindowSummary())
 	fmt.Println(res.Summary())
 	if !res.OK() {
