@@ -175,3 +175,44 @@ func TestEmitOnWindowCloseSurvivesAJump(t *testing.T) {
 		})
 	}
 }
+
+// A restart does not lower a windowed operator's stream time below its store's: a record
+// late before the restart is still dropped after it, where Kafka Streams (stream time in
+// memory only) would take it into a window its store has expired and start the window
+// over, forwarding a count that forgets the window's earlier records.
+func TestWindowedStreamTimeSurvivesARestart(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		build func(*stream.GroupedStream[string, string]) stream.Table[window.Windowed[string], int64]
+		late  int64
+	}{
+		{"tumbling", func(g *stream.GroupedStream[string, string]) stream.Table[window.Windowed[string], int64] {
+			return g.WindowedBy(window.Tumbling(10*time.Second, 0)).Count()
+		}, 5_000},
+		{"sessions", func(g *stream.GroupedStream[string, string]) stream.Table[window.Windowed[string], int64] {
+			return g.WindowedBySession(window.Sessions(5*time.Second, 0)).Count()
+		}, 3_000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := stream.NewBuilder(stream.NoCaching())
+			g := stream.From(b, serde.String(), serde.String(), []string{"in"}).GroupByKey(serde.String(), serde.String())
+			windowedOut(c.build(g), nil)
+			h := run(t, b)
+			h.pipe("in", "a", "x", 1_000)
+			h.pipe("in", "a", "x", 2_000)
+			h.pipe("in", "b", "x", 30_000) // a's first window or session has closed
+			before := h.out("out", false)
+			h.pipe("in", "a", "x", c.late) // late: dropped
+			if got := h.out("out", false); got != before {
+				t.Fatalf("before the restart, the late record was taken: %s", strings.TrimPrefix(got, before))
+			}
+			if err := h.d.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			h.pipe("in", "a", "x", c.late) // as late as before
+			if got := h.out("out", false); got != before {
+				t.Fatalf("after the restart, the late record was taken: %s", strings.TrimPrefix(got, before))
+			}
+		})
+	}
+}

@@ -224,10 +224,23 @@ func timeWindowed[K, V, VA any](w *TimeWindowedStream[K, V], prefix string, opts
 		if err != nil {
 			return nil, err
 		}
+		// The operator's stream time starts at its store's (Kafka Streams starts it
+		// afresh, losing it at every restart): after a restart, a record that was late
+		// before stays late, instead of being taken into a window the store has
+		// expired by its own time, which would start the window over (the exactly-once
+		// harness's long run found such a window counted 1 instead of 5). A sliding
+		// window's store holds right windows starting 1 ms after their record: one less.
+		start, err := storeStreamTime(ws)
+		if err != nil {
+			return nil, err
+		}
+		if w.isSlide && start > -1 {
+			start--
+		}
 		p := &windowProc[K, V, VA]{
 			ctx: ctx, store: ws, agg: agg, sendOld: info.sendOld,
 			fw:       newTableForwarder(ctx, b, b.cached(o), store, keys, values),
-			observed: timestate.From(ctx.Context()).New(-1),
+			observed: timestate.From(ctx.Context()).New(start),
 			times:    timestate.From(ctx.Context()),
 		}
 		if final {
@@ -585,7 +598,11 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 		sendOld := info.sendOld
 		fw := newTableForwarder(ctx, b, b.cached(o), store, keys, values)
 		times := timestate.From(ctx.Context())
-		observed := times.New(-1)
+		start, err := storeStreamTime(ss) // see timeWindowed: a session store keeps session ends
+		if err != nil {
+			return nil, err
+		}
+		observed := times.New(start)
 		var fe *finalEmitter[K]
 		if final {
 			if fe, err = newFinalEmitter(ctx, times, store, w.g.keys); err != nil {
@@ -673,4 +690,15 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 	b.stores = append(b.stores, ps)
 	info.store = ps
 	return Table[window.Windowed[K], VA]{b: b, t: info}
+}
+
+// storeStreamTime is the observed stream time of a window or session store of the
+// windowstore package (the largest window start or session end in it; -1 when empty or
+// for a store of another kind): a lower bound of the stream time of the operator that
+// wrote it.
+func storeStreamTime(s any) (int64, error) {
+	if o, ok := s.(interface{ ObservedTime() (int64, error) }); ok {
+		return o.ObservedTime()
+	}
+	return -1, nil
 }

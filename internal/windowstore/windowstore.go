@@ -204,6 +204,12 @@ func (s *base[K, V]) observedTime() (int64, error) {
 	return max(obs, s.pending), nil
 }
 
+// ObservedTime returns the store's observed stream time (the largest window start or
+// session end written to it, committed or pending), or -1 when it was never written. A
+// windowed operator starts its own stream time from it after a restart: a window the
+// store has expired by this time must not be one the operator still takes records for.
+func (s *base[K, V]) ObservedTime() (int64, error) { return s.observedTime() }
+
 // advance records a put at ts and returns the store's observed time after it.
 func (s *base[K, V]) advance(ts int64) (int64, error) {
 	obs, err := s.observedTime()
