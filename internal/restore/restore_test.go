@@ -21,6 +21,32 @@ import (
 // writeChangelog writes transactions of key/value changes to partition 0 of topic; the
 // transactions whose index is in abort are aborted. It returns the expected store: the
 // last committed value per key, deletes applied.
+// settledEnd returns the changelog's last stable offset once every transaction written
+// so far has its marker: a producer's commit returns before the coordinator has written
+// the markers to the partitions (Kafka writes them asynchronously; kfake at once), so the
+// end read right after writeChangelog can still be short of the last transaction.
+func settledEnd(t *testing.T, client sarama.Client, topic string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, end, err := kread.EndOffsets(client, topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hwm, err := kread.HighWaterMark(client, topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end == hwm {
+			return end
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: last stable offset %d still below the high-water mark %d after 30 s", topic, end, hwm)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func writeChangelog(t *testing.T, c *kafkatest.Cluster, topic string, txns int, perTxn int, abort map[int]bool) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -111,10 +137,7 @@ func TestRestoreSkipsAbortedTransactionsAndResumes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer client.Close()
-		_, end, err := kread.EndOffsets(client, topic, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		end := settledEnd(t, client, topic)
 
 		backend := kvstore.NewMemoryBackend()
 		// A small fetch size forces many batches; the first progress report stops it,
@@ -208,10 +231,7 @@ func TestRestoreFromEmptyOnBolt(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer client.Close()
-		_, end, err := kread.EndOffsets(client, topic, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		end := settledEnd(t, client, topic)
 		for name, load := range map[string]kvstore.BulkLoad{"in-place": kvstore.LoadInPlace, "new-file": kvstore.LoadNewFile} {
 			t.Run(name, func(t *testing.T) { restoreFromEmptyOnBolt(t, client, topic, end, want, load) })
 		}
@@ -322,10 +342,7 @@ func TestRestoreLongTailOnBolt(t *testing.T) {
 		cp, _, _ := backend.Checkpoint("s")
 		head := storeContent(t, backend, "s")
 		writeChangelog(t, c, topic, 40, 50, map[int]bool{3: true})
-		_, end, err := kread.EndOffsets(client, topic, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		end := settledEnd(t, client, topic)
 		if keys := int64(len(head)); end-cp <= 4*keys {
 			t.Fatalf("tail %d offsets, store %d keys: not far larger", end-cp, keys)
 		}
