@@ -234,22 +234,10 @@ func (h *handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	value, err := rt.queryGet(st, key)
-	var nl *NotLocalError
-	switch {
-	case errors.As(err, &nl):
-		if nl.Owner == "" || nl.Owner == a.cfg.AdvertisedAddr || r.Header.Get(forwardedHeader) != "" {
-			h.notReady(w, r, err)
-			return
-		}
-		h.forward(w, r, nl.Owner)
+	if h.answerQueryError(w, r, a, err) {
 		return
-	case errors.Is(err, ErrNotReady):
-		h.notReady(w, r, err)
-		return
-	case err != nil:
-		h.internalError(w, r, "reading the store failed", err)
-		return
-	case value == nil:
+	}
+	if value == nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no key %q in store %q", keyText, storeName))
 		return
 	}
@@ -277,6 +265,29 @@ func validOwner(owner string) bool {
 }
 
 // forward asks the owner of a key and relays its answer.
+// answerQueryError answers a query whose read of a store failed and reports whether it
+// did (false for a nil err): a key owned by another instance is forwarded to it (once:
+// a forwarded query that is not local either, or one with no known owner, is not
+// ready), a store not ready yet is 503, anything else 500.
+func (h *handler) answerQueryError(w http.ResponseWriter, r *http.Request, a *App, err error) bool {
+	var nl *NotLocalError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &nl):
+		if nl.Owner == "" || nl.Owner == a.cfg.AdvertisedAddr || r.Header.Get(forwardedHeader) != "" {
+			h.notReady(w, r, err)
+		} else {
+			h.forward(w, r, nl.Owner)
+		}
+	case errors.Is(err, ErrNotReady):
+		h.notReady(w, r, err)
+	default:
+		h.internalError(w, r, "reading the store failed", err)
+	}
+	return true
+}
+
 func (h *handler) forward(w http.ResponseWriter, r *http.Request, owner string) {
 	if !validOwner(owner) {
 		h.internalError(w, r, "the key's owner announced an unusable address", fmt.Errorf("owner address %q is not host:port", owner))

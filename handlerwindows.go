@@ -2,7 +2,6 @@ package eddy
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -133,20 +132,7 @@ func (h *handler) serveWindows(w http.ResponseWriter, r *http.Request, kind stri
 		}
 	}
 	raws, err := rt.queryWindows(st, q)
-	var nl *NotLocalError
-	switch {
-	case errors.As(err, &nl):
-		if nl.Owner == "" || nl.Owner == a.cfg.AdvertisedAddr || r.Header.Get(forwardedHeader) != "" {
-			h.notReady(w, r, err)
-			return
-		}
-		h.forward(w, r, nl.Owner)
-		return
-	case errors.Is(err, ErrNotReady):
-		h.notReady(w, r, err)
-		return
-	case err != nil:
-		h.internalError(w, r, "reading the store failed", err)
+	if h.answerQueryError(w, r, a, err) {
 		return
 	}
 	list := make([]windowJSON, 0, len(raws))
