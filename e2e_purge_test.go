@@ -2,10 +2,12 @@ package eddy_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/kafkatest"
@@ -84,4 +86,67 @@ func TestRepartitionRecordsArePurged(t *testing.T) {
 			t.Errorf("%s: no retention.ms in its config %v", repartition, entries)
 		}
 	})
+}
+
+// The purge of committed repartition records must never hold up the tasks: the broker
+// holds every DeleteRecords until the test lets them go, and meanwhile three rounds of
+// input are counted and committed (when each task sent its own DeleteRecords after a
+// commit, on its worker's goroutine, the first held one stopped the worker). Once let
+// go, the held requests delete the records, and the output is exactly-once.
+func TestPurgeDoesNotHoldUpTasks(t *testing.T) {
+	b := kafkatest.Start(t)
+	c := kafkatest.Connect(t, "embedded", b.Addrs())
+	e := newWordCount(t, c, 2)
+	cfg := e.config(t)
+	cfg.RepartitionPurgeInterval = time.Millisecond // after every commit
+	repartition := changelog.RepartitionTopicName(e.appID, "words")
+	release := make(chan struct{})
+	var held atomic.Int32
+	k := b.Kfake()
+	k.ControlKey(int16(kmsg.DeleteRecords), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		held.Add(1)
+		k.SleepControl(func() { <-release })
+		return nil, nil, false // then the broker answers it as usual
+	})
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	in := start(t, e.topo, cfg)
+	for round := range 3 {
+		e.produce(t, 100)
+		waitFor(t, 30*time.Second, fmt.Sprintf("the counts of round %d while DeleteRecords is held", round), func() (bool, error) {
+			if err, done := in.exited(); done {
+				return false, fmt.Errorf("app stopped: %v", err)
+			}
+			return e.complete(t), nil
+		})
+	}
+	if held.Load() == 0 {
+		t.Fatal("no DeleteRecords reached the broker: the test held nothing")
+	}
+	close(release)
+	released = true
+	e.produce(t, 1) // one more commit, one more purge
+	client, err := sarama.NewClient(c.Addrs(), sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	waitFor(t, time.Minute, "the repartition records deleted", func() (bool, error) {
+		for p := range int32(2) {
+			start, err := client.GetOffset(repartition, p, sarama.OffsetOldest)
+			if err != nil || start == 0 {
+				return false, err
+			}
+		}
+		return e.complete(t), nil
+	})
+	if err := in.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	e.checkExactlyOnce(t)
 }

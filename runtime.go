@@ -41,9 +41,11 @@ type runtime struct {
 	restoreSlots chan struct{}
 	// flushSlots bounds the tasks writing their stores at once (see taskRunner.commit).
 	flushSlots chan struct{}
-	assignor   *assignor
-	lockFile   *os.File
-	appDir     string
+	// purger deletes the records the tasks no longer need, off their goroutines.
+	purger   *purger
+	assignor *assignor
+	lockFile *os.File
+	appDir   string
 
 	topics     []string                      // the group's subscription: every source topic
 	topicToSub map[string]*graph.Subtopology // resolved source topic → sub-topology
@@ -114,6 +116,7 @@ func newRuntime(a *App) (*runtime, error) {
 		return nil, err
 	}
 	rt.restoreProto = &restore.Restorer{Client: rt.restoreC, Logger: rt.logger}
+	rt.purger = newPurger(rt.purgeClient, cfg.RepartitionPurgeInterval, rt.logger)
 	// Restores and store writes are CPU-bound: more at once than cores is no faster.
 	slots := max(2, goruntime.GOMAXPROCS(0))
 	rt.restoreSlots = make(chan struct{}, slots)
@@ -176,6 +179,20 @@ func (rt *runtime) connect() error {
 	return nil
 }
 
+// purgeClient connects the purger's own admin client (purger).
+func (rt *runtime) purgeClient() (recordDeleter, error) {
+	c, err := sarama.NewClient(rt.cfg.Brokers, rt.sc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to brokers %v: %w", rt.cfg.Brokers, err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(c)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return admin, nil
+}
+
 func (rt *runtime) close() {
 	for _, t := range rt.registry.takeAll() {
 		t.close()
@@ -221,6 +238,13 @@ func (rt *runtime) run(parent context.Context) error {
 		return err
 	}
 	defer rt.stopGlobal()
+	purgeCtx, stopPurging := context.WithCancel(ctx)
+	var purging sync.WaitGroup
+	purging.Go(func() { rt.purger.run(purgeCtx) })
+	defer func() {
+		stopPurging()
+		purging.Wait()
+	}()
 	group, err := sarama.NewConsumerGroupFromClient(rt.cfg.ApplicationID, rt.client)
 	if err != nil {
 		return fmt.Errorf("eddy: consumer group: %w", err)

@@ -2,14 +2,10 @@ package eddy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"time"
-
-	"github.com/IBM/sarama"
 )
 
 // prepareWrites sends the task's part of a commit into the open transaction: its
@@ -121,26 +117,21 @@ func (w changelogWriter) WriteChange(store string, key, value []byte) error {
 	return w.t.txn.send(w.ctx, w.t.changelogs[store], w.t.id.Partition, key, value, nil)
 }
 
-// purge deletes, every purge interval, the records no owner of the task will read
-// again: those of the repartition topics the task reads below its committed offsets
-// (committed input), and those of its window and session stores' changelogs below the
-// offset where their live segments begin (expired windows, kvstore.Set.ChangelogTrims).
-// Best effort: a failure is logged and the next interval tries again.
+// purge asks, every purge interval, for the records no owner of the task will read
+// again to be deleted: those of the repartition topics the task reads below its
+// committed offsets (committed input), and those of its window and session stores'
+// changelogs below the offset where their live segments begin (expired windows,
+// kvstore.Set.ChangelogTrims). The runtime's purger deletes them on its own goroutine
+// and retries what fails; the task never waits for it.
 func (t *taskRunner) purge() {
 	if time.Since(t.lastPurge) < t.cfg.purgeInterval {
 		return
 	}
 	t.lastPurge = time.Now()
 	for _, topic := range t.purgeTopics {
-		off := t.committed.of(topic)
-		if off <= 0 {
-			continue
+		if off := t.committed.of(topic); off > 0 {
+			t.host.purge(topic, t.id.Partition, off, "")
 		}
-		if err := t.host.deleteRecords(topic, t.id.Partition, off); err != nil {
-			t.logger.Warn("could not delete committed records of a repartition topic; retrying later", "topic", topic, "partition", t.id.Partition, "below", off, "error", err)
-			continue
-		}
-		t.logger.Debug("deleted committed repartition records", "topic", topic, "partition", t.id.Partition, "below", off)
 	}
 	if t.set == nil {
 		return
@@ -158,19 +149,7 @@ func (t *taskRunner) purge() {
 		if off <= t.trimmed[store] || topic == "" {
 			continue
 		}
-		if err := t.host.deleteRecords(topic, t.id.Partition, off); err != nil {
-			if errors.Is(err, sarama.ErrPolicyViolation) {
-				// The topic's cleanup.policy is compact alone (made before eddy trimmed
-				// window changelogs, or by hand): Kafka refuses DeleteRecords on it. Say
-				// so once for this task and stop trying.
-				t.logger.Warn("cannot trim a window store's changelog: its cleanup.policy lacks delete; set cleanup.policy=compact,delete (with retention.ms=-1 and retention.bytes=-1, so nothing is deleted by time or size) to let eddy delete its expired windows", "store", store, "topic", topic, "partition", t.id.Partition, "error", err)
-				t.trimmed[store] = math.MaxInt64
-				continue
-			}
-			t.logger.Warn("could not delete the expired records of a window store's changelog; retrying later", "store", store, "topic", topic, "partition", t.id.Partition, "below", off, "error", err)
-			continue
-		}
+		t.host.purge(topic, t.id.Partition, off, store)
 		t.trimmed[store] = off
-		t.logger.Debug("deleted expired changelog records", "store", store, "topic", topic, "partition", t.id.Partition, "below", off)
 	}
 }

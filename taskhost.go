@@ -43,8 +43,10 @@ type taskHost interface {
 	restorer() restore.Restorer
 	// globalBackend returns the backend of the global stores (nil: none).
 	globalBackend() kvstore.Backend
-	// deleteRecords deletes the records of a partition below an offset.
-	deleteRecords(topic string, partition int32, below int64) error
+	// purge asks for the records of a partition below an offset to be deleted, later
+	// and on another goroutine (purger); store names the window store whose changelog
+	// the topic is ("" for a repartition topic).
+	purge(topic string, partition int32, below int64, store string)
 	// groupOffset returns the consumer group's committed offset of a partition
 	// (negative: none).
 	groupOffset(topic string, partition int32) (int64, error)
@@ -201,8 +203,8 @@ func (rt *runtime) restoreSlot(ctx context.Context) (func(), error) {
 
 func (rt *runtime) restorer() restore.Restorer { return *rt.restoreProto }
 
-func (rt *runtime) deleteRecords(topic string, partition int32, below int64) error {
-	return rt.admin.DeleteRecords(topic, map[int32]int64{partition: below})
+func (rt *runtime) purge(topic string, partition int32, below int64, store string) {
+	rt.purger.purge(topic, partition, below, store)
 }
 
 func (rt *runtime) groupOffset(topic string, partition int32) (int64, error) {

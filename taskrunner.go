@@ -64,7 +64,7 @@ type taskRunner struct {
 	partCounts    map[string]int32 // partition counts of output topics
 	purgeTopics   []string         // the repartition topics the task reads
 	lastPurge     time.Time        // when it last deleted their committed records
-	trimmed       map[string]int64 // store → offset its changelog was last trimmed below
+	trimmed       map[string]int64 // store → offset its changelog was last asked to be trimmed below
 	failingSince  time.Time        // when the current run of failed transactions began (zero: none)
 	storesCurrent bool             // see restore
 }
