@@ -131,6 +131,17 @@ type Config struct {
 	// crash) every store that was open is rebuilt from its whole changelog instead of
 	// its tail. Either way nothing is lost: the changelog is the durable copy.
 	StoreNoSync bool
+	// StoreWriteInterval is how long a task may hold the committed changes of its
+	// stores in memory before it writes them to its store file, with their changelog
+	// checkpoints, in one bbolt transaction and fsync; also written when a task holds
+	// 10,000 changed keys, stops or restores. Default 1 s. A commit then costs no store
+	// write at all most of the time: with 64 tasks per worker and 100 ms commits, the
+	// writes and fsyncs were a third of every commit (BENCHMARKS.md). A crash costs a
+	// longer changelog tail to restore (at most this interval's changes), never a
+	// wrong store: the file always holds data and checkpoints of one moment. A value
+	// at or below CommitInterval writes at every commit. Window and session stores are
+	// written at every commit.
+	StoreWriteInterval time.Duration
 	// Security: TLS and SASL for every client eddy creates; default plaintext.
 	Security Security
 	// Sarama, if set, adjusts the sarama configuration eddy builds (TLS, SASL, client
@@ -263,6 +274,9 @@ func (c *Config) commitDefaults() error {
 	}
 	if c.TransactionTimeout < time.Second {
 		return configErr("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
+	}
+	if err := defaultDuration("StoreWriteInterval", &c.StoreWriteInterval, time.Second); err != nil {
+		return err
 	}
 	return defaultDuration("RepartitionPurgeInterval", &c.RepartitionPurgeInterval, 30*time.Second)
 }

@@ -253,8 +253,8 @@ func (rt *runtime) queryGet(st *graph.Store, key []byte) ([]byte, error) {
 	return t.readCommitted(st.Name, func(b kvstore.Backend) ([]byte, error) { return b.Get(st.Name, key) })
 }
 
-// readCommitted runs a read on a running task's backend, which holds exactly the
-// committed state.
+// readCommitted runs a read on a running task's committed state: its store's
+// committed changes held in memory (kvstore.Set.WriteBehind) over its backend.
 func (t *taskRunner) readCommitted(store string, read func(kvstore.Backend) ([]byte, error)) ([]byte, error) {
 	t.queryMu.RLock()
 	defer t.queryMu.RUnlock()
@@ -265,7 +265,13 @@ func (t *taskRunner) readCommitted(store string, read func(kvstore.Backend) ([]b
 	if buf == nil {
 		return nil, fmt.Errorf("eddy: %w: %q in task %s", statestore.ErrUnknownStore, store, t.id)
 	}
-	return read(buf.Backend())
+	var out []byte
+	err := buf.ReadCommitted(func(b kvstore.Backend) error {
+		var err error
+		out, err = read(b)
+		return err
+	})
+	return out, err
 }
 
 // queryScan collects [from, to) of the store from every local task holding it, merged

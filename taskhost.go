@@ -65,12 +65,15 @@ type taskSettings struct {
 	txnTimeout      time.Duration
 	purgeInterval   time.Duration
 	storeNoSync     bool
-	badRecords      task.ErrorPolicy
-	deadLetterTopic string
-	onRestore       func(processor.TaskID, changelog.Result)
-	producer        producer.Config // without a transactional ID
-	logger          *slog.Logger
-	metrics         *metrics.Metrics
+	// storeWriteInterval is how long committed store changes may be held in memory
+	// before they are written (Config.StoreWriteInterval).
+	storeWriteInterval time.Duration
+	badRecords         task.ErrorPolicy
+	deadLetterTopic    string
+	onRestore          func(processor.TaskID, changelog.Result)
+	producer           producer.Config // without a transactional ID
+	logger             *slog.Logger
+	metrics            *metrics.Metrics
 	// commitSeam, if set, wraps every transaction's commit step (fault-injection
 	// tests); tasks tells the tasks whose work the transaction carries.
 	commitSeam func(tasks func() []processor.TaskID, next commitFunc) commitFunc
@@ -92,7 +95,7 @@ func (rt *runtime) taskSettings() taskSettings {
 		commitInterval:  cfg.CommitInterval, commitRecords: cfg.CommitRecords,
 		maxTaskIdle: cfg.MaxTaskIdle,
 		txnTimeout:  cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
-		storeNoSync: cfg.StoreNoSync, badRecords: policy, deadLetterTopic: cfg.DeadLetterTopic,
+		storeNoSync: cfg.StoreNoSync, storeWriteInterval: cfg.StoreWriteInterval, badRecords: policy, deadLetterTopic: cfg.DeadLetterTopic,
 		onRestore:  cfg.OnRestore,
 		producer:   producer.Config{Brokers: cfg.Brokers, Sarama: rt.sc, TransactionTimeout: cfg.TransactionTimeout},
 		logger:     rt.logger,

@@ -38,11 +38,17 @@ func (t *taskRunner) open() error {
 		_ = set.Close()
 		return err
 	}
+	set.WriteBehind(storeHeldKeys, t.cfg.storeWriteInterval, nil)
 	t.queryMu.Lock()
 	t.set, t.eng, t.changelogs = set, eng, eng.ChangelogTopics()
 	t.queryMu.Unlock()
 	return nil
 }
+
+// storeHeldKeys bounds the committed changes a task holds in memory before it writes
+// them to its store file (Config.StoreWriteInterval): Kafka Streams, under
+// exactly-once, likewise writes its checkpoint once 10,000 records were written.
+const storeHeldKeys = 10_000
 
 // openBackend opens the task's store file in its directory of the state dir, or a
 // memory backend when every store of the task is in memory.
@@ -124,6 +130,11 @@ func (t *taskRunner) readOffsetsRecord(ctx context.Context) (uint64, error) {
 // across a rebalance) they need no restore.
 func (t *taskRunner) restore(ctx context.Context) error {
 	t.storesCurrent = false
+	// The restore writes the backend directly and reads from its checkpoints: the
+	// committed changes held in memory go first, with theirs.
+	if err := t.set.WriteHeld(); err != nil {
+		return fmt.Errorf("task %s: write stores before restore: %w", t.id, err)
+	}
 	for _, name := range t.set.Names() {
 		buf := t.set.Buffer(name)
 		if !buf.Logged() && t.sourceStore(name) == nil {

@@ -28,6 +28,16 @@
 // changelog's committed prefix up to its checkpoint (the offset of the next record to
 // restore), and a restore replays only the tail.
 //
+// With Set.WriteBehind (the runtime's default, Config.StoreWriteInterval) the committed
+// buffer is not written at every commit: Flush moves it into the buffer's held layer,
+// read between the write buffer and the backend, and writes the held changes with their
+// checkpoints once 10,000 keys are held or the interval passed (Set.WriteHeld; also
+// before a restore and at Close). The backend is then some commits behind, but still
+// a committed prefix with its checkpoint: a crash loses the held changes and the
+// restore replays a longer tail. Interactive queries read the held layer over the
+// backend (Buffer.ReadCommitted). Sets with window or session stores write at every
+// Flush.
+//
 // Restore writes to the backend directly: Backend.Checkpoint tells where to start,
 // Backend.Wipe empties a store whose checkpoint is unusable, and each write carries the
 // new checkpoint. RestoreBatch turns a fetched batch of changelog records into such a

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eddy-streams/eddy/serde"
 	"pgregory.net/rapid"
@@ -36,6 +37,42 @@ type modelMachine struct {
 	dirty       map[string]map[string]*string // nil: a buffered delete
 	checkpoints map[string]int64
 	reopens     int
+
+	// Write-behind (Set.WriteBehind): the Set holds committed changes until a write;
+	// durable is what the backend holds (and a crash leaves).
+	writeBehind        bool
+	now                time.Time // the Set's clock
+	durable            map[string]map[string]string
+	durableCheckpoints map[string]int64
+	writes             int // writes of held changes seen
+}
+
+const modelHoldFor = time.Second
+
+// wrote records that the Set wrote everything it held: the backend holds the committed
+// state.
+func (m *modelMachine) wrote() {
+	for _, s := range modelStores {
+		m.durable[s] = maps.Clone(m.committed[s])
+	}
+	m.durableCheckpoints = maps.Clone(m.checkpoints)
+	m.writes++
+}
+
+// crashed returns the model to what the backend holds.
+func (m *modelMachine) crashed() {
+	for _, s := range modelStores {
+		m.committed[s] = maps.Clone(m.durable[s])
+	}
+	m.checkpoints = maps.Clone(m.durableCheckpoints)
+}
+
+// writeHeld writes the held changes, as the runtime does before a restore.
+func (m *modelMachine) writeHeld(rt *rapid.T) {
+	if err := m.set.WriteHeld(); err != nil {
+		rt.Fatal(err)
+	}
+	m.wrote()
 }
 
 func (m *modelMachine) open(rt *rapid.T) {
@@ -65,6 +102,10 @@ func (m *modelMachine) open(rt *rapid.T) {
 		}
 		m.bufs[name] = buf
 		m.kv[name] = NewKeyValueStore(buf, name+"-changelog", serde.String(), serde.String(), nil)
+	}
+	if m.writeBehind {
+		m.set.WriteBehind(rapid.IntRange(1, 8).Draw(rt, "holdKeys"), modelHoldFor, func() time.Time { return m.now })
+		m.set.lastWrite = m.now // no random first write: the model knows when writes are due
 	}
 	for _, name := range modelStores {
 		m.dirty[name] = map[string]*string{}
@@ -234,14 +275,27 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 			if err := m.set.Flush(cps); err != nil {
 				rt.Fatal(err)
 			}
+			held := 0
 			for _, s := range modelStores {
 				m.committed[s] = m.view(s)
 				m.dirty[s] = map[string]*string{}
+				held += len(m.bufs[s].held)
 			}
 			maps.Copy(m.checkpoints, cps)
+			if held == 0 && len(m.set.heldOffsets) == 0 {
+				m.wrote()
+			} else if !m.writeBehind {
+				rt.Fatalf("a Set without WriteBehind holds %d keys after Flush", held)
+			}
 			if m.set.Dirty() != 0 {
 				rt.Fatalf("Dirty() = %d after Flush", m.set.Dirty())
 			}
+		},
+		"tick": func(rt *rapid.T) {
+			m.now = m.now.Add(time.Duration(rapid.Int64Range(0, int64(2*modelHoldFor)).Draw(rt, "tick")))
+		},
+		"writeHeld": func(rt *rapid.T) {
+			m.writeHeld(rt)
 		},
 		"discard": func(rt *rapid.T) {
 			m.set.Discard()
@@ -255,7 +309,7 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 				if err != nil {
 					rt.Fatal(err)
 				}
-				want, wantOK := m.checkpoints[s]
+				want, wantOK := m.durableCheckpoints[s]
 				if ok != wantOK || off != want {
 					rt.Fatalf("Checkpoint(%s) = %d,%v; want %d,%v", s, off, ok, want, wantOK)
 				}
@@ -273,6 +327,12 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 				recs = append(recs, e)
 			}
 			next := rapid.Int64Range(0, 1<<40).Draw(rt, "next")
+			if len(m.bufs[s].held) > 0 {
+				if err := m.bufs[s].Restore(recs, next); err == nil {
+					rt.Fatal("Restore with held changes succeeded")
+				}
+			}
+			m.writeHeld(rt) // as the runtime does before a restore
 			err := m.bufs[s].Restore(recs, next)
 			if len(m.dirty[s]) > 0 {
 				if err == nil {
@@ -285,23 +345,30 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 			}
 			applyModel(m.committed[s], recs)
 			m.checkpoints[s] = next
+			m.wrote()
 		},
 		"wipe": func(rt *rapid.T) {
 			s := modelStore.Draw(rt, "store")
+			m.writeHeld(rt) // a wipe comes with a restore
 			if err := m.backend.Wipe(s); err != nil {
 				rt.Fatal(err)
 			}
 			m.committed[s] = map[string]string{}
 			delete(m.checkpoints, s)
+			m.wrote()
 		},
 		"reopen": func(rt *rapid.T) {
 			m.reopens++
 			if m.kind == "bolt" && rapid.Bool().Draw(rt, "crash") {
 				abandon(m.t, m.backend) // as a dying process: no sync, no clean close
+				m.crashed()             // what was held is lost
 			} else if m.kind == "bolt" {
 				if err := m.set.Close(); err != nil {
 					rt.Fatal(err)
 				}
+				m.wrote() // a clean close writes what was held
+			} else {
+				m.crashed() // the memory backend's Set is dropped, its held changes with it
 			}
 			for _, s := range modelStores {
 				m.dirty[s] = map[string]*string{}
@@ -312,8 +379,9 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 }
 
 func TestStoreModel(t *testing.T) {
-	for _, kind := range []string{"memory", "bolt"} {
+	for _, kind := range []string{"memory", "bolt", "memory-writebehind", "bolt-writebehind"} {
 		t.Run(kind, func(t *testing.T) {
+			kind, writeBehind := strings.CutSuffix(kind, "-writebehind")
 			root := t.TempDir()
 			runs := 0
 			rapid.Check(t, func(rt *rapid.T) {
@@ -326,6 +394,9 @@ func TestStoreModel(t *testing.T) {
 					committed:   map[string]map[string]string{"a": {}, "b": {}},
 					dirty:       map[string]map[string]*string{},
 					checkpoints: map[string]int64{},
+					writeBehind: writeBehind, now: time.Unix(1e9, 0),
+					durable:            map[string]map[string]string{"a": {}, "b": {}},
+					durableCheckpoints: map[string]int64{},
 				}
 				m.open(rt)
 				defer m.close(rt)

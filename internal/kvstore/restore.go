@@ -71,6 +71,9 @@ func (b *Buffer) Restore(records []Entry, next int64) error {
 	if len(b.dirty) > 0 {
 		return &statestore.StoreError{Store: b.name, Op: "restore", Err: fmt.Errorf("%d buffered changes: restore before processing", len(b.dirty))}
 	}
+	if len(b.held) > 0 {
+		return &statestore.StoreError{Store: b.name, Op: "restore", Err: fmt.Errorf("%d committed changes held: write them (Set.WriteHeld) before restoring", len(b.held))}
+	}
 	if err := b.backend.Write(RestoreBatch(b.name, records, next)); err != nil {
 		return &statestore.StoreError{Store: b.name, Op: "restore", Err: err}
 	}

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/eddy-streams/eddy/statestore"
 )
@@ -22,12 +26,50 @@ type ChangelogWriter interface {
 //	Flush(checkpoints) after it committed: dirty keys + checkpoints → backend, atomically
 //	Discard()          after it aborted: drop the dirty keys
 //
-// A Set is used by its task's goroutine only.
+// With WriteBehind, Flush holds the committed changes in memory (the buffers' held
+// layer, read between the write buffer and the backend) and writes them, with the
+// latest checkpoints, once enough are held or enough time passed: a store file
+// transaction and its fsync per write interval instead of per commit. The file stays
+// what a flush would have left some commits earlier — its data and checkpoints
+// match — so a crash costs a longer changelog tail to restore, never a wrong store.
+//
+// A Set is used by its task's goroutine only, but for ReadCommitted.
 type Set struct {
 	backend Backend
 	buffers map[string]*Buffer
 	names   []string
 	closed  bool
+
+	// Write-behind (WriteBehind); holdKeys 0: every Flush writes.
+	holdKeys    int
+	holdFor     time.Duration
+	clock       func() time.Time
+	lastWrite   time.Time
+	heldKeys    int              // keys held across the buffers
+	heldOffsets map[string]int64 // checkpoints of the held changes
+}
+
+// WriteBehind makes Flush hold committed changes until maxKeys are held across the
+// stores or maxAge passed since the last write, then write them at once; the first
+// write comes after a random part of maxAge, so that the tasks of an instance do not
+// all write at the same commit. A set with a store kept in time segments (window and
+// session stores) writes at every Flush, as before: their segment bookkeeping is
+// written with their data. clock is time.Now when nil.
+func (s *Set) WriteBehind(maxKeys int, maxAge time.Duration, clock func() time.Time) {
+	for _, b := range s.buffers {
+		if _, ok := b.backend.(*Segmented); ok {
+			return
+		}
+	}
+	if maxKeys <= 0 || maxAge <= 0 {
+		return
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	s.holdKeys, s.holdFor, s.clock = maxKeys, maxAge, clock
+	s.heldOffsets = map[string]int64{}
+	s.lastWrite = clock().Add(-rand.N(maxAge))
 }
 
 // NewSet makes an empty set of stores over backend.
@@ -101,6 +143,9 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 	if s.closed {
 		return statestore.ErrClosed
 	}
+	if s.holdKeys > 0 {
+		return s.hold(checkpoints)
+	}
 	batches := map[Backend]*Batch{}
 	batchOf := func(be Backend) *Batch {
 		b := batches[be]
@@ -147,6 +192,78 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 	return nil
 }
 
+// hold moves the committed write buffers into the held layer, and writes it when due.
+func (s *Set) hold(checkpoints map[string]int64) error {
+	for _, name := range s.names {
+		if off, ok := checkpoints[name]; ok {
+			s.heldOffsets[name] = off
+		}
+	}
+	s.heldKeys = 0
+	for _, b := range s.buffers {
+		if len(b.dirty) > 0 {
+			b.heldMu.Lock()
+			if b.held == nil {
+				b.held = map[string]dirtyValue{}
+			}
+			maps.Copy(b.held, b.dirty)
+			b.heldMu.Unlock()
+		}
+		s.heldKeys += len(b.held)
+		b.clear()
+		b.ended(true)
+	}
+	if s.heldKeys >= s.holdKeys || s.clock().Sub(s.lastWrite) >= s.holdFor {
+		return s.WriteHeld()
+	}
+	return nil
+}
+
+// WriteHeld writes the held changes and their checkpoints to the backend in one atomic
+// write (under WriteBehind; otherwise there are none). Call it before anything writes
+// the backend directly (a restore) and before a task stops.
+func (s *Set) WriteHeld() error {
+	if s.closed {
+		return statestore.ErrClosed
+	}
+	if s.heldKeys == 0 && len(s.heldOffsets) == 0 {
+		return nil
+	}
+	batches := map[Backend]*Batch{}
+	for _, name := range s.names {
+		b := s.buffers[name]
+		_, held := s.heldOffsets[name]
+		if len(b.held) == 0 && !held {
+			continue
+		}
+		batch := batches[b.backend]
+		if batch == nil {
+			batch = &Batch{Writes: map[string][]Entry{}, Checkpoints: map[string]int64{}}
+			batches[b.backend] = batch
+		}
+		if len(b.held) > 0 {
+			batch.Writes[name] = sortedEntries(b.held)
+		}
+		if held {
+			batch.Checkpoints[name] = s.heldOffsets[name]
+		}
+	}
+	for be, batch := range batches {
+		if err := be.Write(*batch); err != nil {
+			return fmt.Errorf("statestore: write held changes: %w", err)
+		}
+	}
+	for _, b := range s.buffers {
+		b.heldMu.Lock()
+		b.held = nil
+		b.heldMu.Unlock()
+	}
+	s.heldKeys = 0
+	clear(s.heldOffsets)
+	s.lastWrite = s.clock()
+	return nil
+}
+
 // ChangelogTrims returns, for each logged store kept in time segments, the offset below
 // which its changelog holds only expired data (Segmented.TrimOffset): the runtime deletes
 // the records below it, so the changelog of a window store stays as long as its
@@ -184,11 +301,13 @@ func (s *Set) Close() error {
 		return nil
 	}
 	s.Discard()
+	// A clean close leaves the file current, so that the next owner restores no tail.
+	heldErr := s.WriteHeld()
 	s.closed = true
 	// Several stores may share one extra backend (a task's in-memory stores): close each
 	// backend once.
 	closed := map[Backend]bool{s.backend: true}
-	errs := []error{s.backend.Close()}
+	errs := []error{heldErr, s.backend.Close()}
 	for _, name := range s.names {
 		be := s.buffers[name].backend
 		if !closed[be] {
@@ -211,6 +330,11 @@ type Buffer struct {
 	// observed is a time the store's observed stream time reaches at the next flush
 	// though no buffered key carries it (NoObservedTime: none); see ObserveTime.
 	observed int64
+	// held is the committed changes not yet written (Set.WriteBehind), read after
+	// dirty and before the backend. The task's goroutine alone changes it, under
+	// heldMu, which interactive queries hold to read it (ReadCommitted).
+	heldMu sync.RWMutex
+	held   map[string]dirtyValue
 }
 
 // ObserveTime makes the next flush advance the observed stream time of a store kept in
@@ -252,6 +376,9 @@ func (b *Buffer) Get(key []byte) ([]byte, error) {
 		// able to change a buffered value behind the store's back.
 		return bytes.Clone(d.value), nil
 	}
+	if d, ok := b.held[string(key)]; ok {
+		return bytes.Clone(d.value), nil
+	}
 	v, err := b.backend.Get(b.name, key)
 	if err != nil {
 		return nil, &statestore.StoreError{Store: b.name, Op: "get", Err: err}
@@ -276,29 +403,45 @@ func (b *Buffer) Count() (int64, error) {
 	if err != nil {
 		return 0, &statestore.StoreError{Store: b.name, Op: "count", Err: err}
 	}
-	for k, d := range b.dirty {
+	// The held changes over the backend, then the write buffer over both.
+	for k, d := range b.held {
 		old, err := b.backend.Get(b.name, []byte(k))
 		if err != nil {
 			return 0, &statestore.StoreError{Store: b.name, Op: "count", Err: err}
 		}
-		switch {
-		case old == nil && d.value != nil:
-			n++
-		case old != nil && d.value == nil:
-			n--
+		n += countDelta(old, d.value)
+	}
+	for k, d := range b.dirty {
+		h, ok := b.held[k]
+		old := h.value
+		if !ok {
+			if old, err = b.backend.Get(b.name, []byte(k)); err != nil {
+				return 0, &statestore.StoreError{Store: b.name, Op: "count", Err: err}
+			}
 		}
+		n += countDelta(old, d.value)
 	}
 	return n, nil
 }
 
+// countDelta is what replacing old by new adds to a key count.
+func countDelta(old, new []byte) int64 {
+	switch {
+	case old == nil && new != nil:
+		return 1
+	case old != nil && new == nil:
+		return -1
+	}
+	return 0
+}
+
 // Iterate walks [from, to) (nil bounds are open) in key order, the buffer merged over
-// the backend: buffered values replace backend values, buffered deletes hide them.
+// the held changes over the backend: buffered values replace the others, buffered
+// deletes hide them.
 func (b *Buffer) Iterate(from, to []byte) (BytesIterator, error) {
-	var over []Entry
-	for _, e := range b.sortedDirty() {
-		if (from == nil || bytes.Compare(e.Key, from) >= 0) && (to == nil || bytes.Compare(e.Key, to) < 0) {
-			over = append(over, e)
-		}
+	over := inRange(b.sortedDirty(), from, to)
+	if len(b.held) > 0 {
+		over = overlay(over, inRange(sortedEntries(b.held), from, to))
 	}
 	under, err := b.backend.Iterate(b.name, from, to)
 	if err != nil {
@@ -312,13 +455,83 @@ func (b *Buffer) Iterate(from, to []byte) (BytesIterator, error) {
 
 func (b *Buffer) sortedDirty() []Entry {
 	if b.sorted == nil && len(b.dirty) > 0 {
-		b.sorted = make([]Entry, 0, len(b.dirty))
-		for k, d := range b.dirty {
-			b.sorted = append(b.sorted, Entry{Key: []byte(k), Value: d.value})
-		}
-		SortEntries(b.sorted)
+		b.sorted = sortedEntries(b.dirty)
 	}
 	return b.sorted
+}
+
+// sortedEntries returns the entries of m in key order.
+func sortedEntries(m map[string]dirtyValue) []Entry {
+	es := make([]Entry, 0, len(m))
+	for k, d := range m {
+		es = append(es, Entry{Key: []byte(k), Value: d.value})
+	}
+	SortEntries(es)
+	return es
+}
+
+// inRange returns the entries of sorted es in [from, to) (nil bounds are open).
+func inRange(es []Entry, from, to []byte) []Entry {
+	var out []Entry
+	for _, e := range es {
+		if (from == nil || bytes.Compare(e.Key, from) >= 0) && (to == nil || bytes.Compare(e.Key, to) < 0) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// overlay merges two sorted entry lists; on equal keys top wins.
+func overlay(top, bottom []Entry) []Entry {
+	out := make([]Entry, 0, len(top)+len(bottom))
+	i, j := 0, 0
+	for i < len(top) || j < len(bottom) {
+		switch {
+		case j == len(bottom) || (i < len(top) && bytes.Compare(top[i].Key, bottom[j].Key) < 0):
+			out = append(out, top[i])
+			i++
+		case i == len(top) || bytes.Compare(top[i].Key, bottom[j].Key) > 0:
+			out = append(out, bottom[j])
+			j++
+		default:
+			out = append(out, top[i])
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
+
+// ReadCommitted runs read on the committed state of the store — its held changes over
+// its backend — from another goroutine than the task's (an interactive query).
+func (b *Buffer) ReadCommitted(read func(Backend) error) error {
+	b.heldMu.RLock()
+	defer b.heldMu.RUnlock()
+	if len(b.held) == 0 {
+		return read(b.backend)
+	}
+	return read(heldView{Backend: b.backend, store: b.name, held: b.held})
+}
+
+// heldView is a backend with one store's held changes over it, for ReadCommitted.
+type heldView struct {
+	Backend
+	store string
+	held  map[string]dirtyValue
+}
+
+func (v heldView) Get(store string, key []byte) ([]byte, error) {
+	if d, ok := v.held[string(key)]; ok && store == v.store {
+		return bytes.Clone(d.value), nil
+	}
+	return v.Backend.Get(store, key)
+}
+
+func (v heldView) Iterate(store string, from, to []byte) (BytesIterator, error) {
+	under, err := v.Backend.Iterate(store, from, to)
+	if err != nil || store != v.store {
+		return under, err
+	}
+	return &mergeIterator{over: inRange(sortedEntries(v.held), from, to), under: under, overPos: -1}, nil
 }
 
 func (b *Buffer) clear() {
