@@ -174,9 +174,10 @@ func eddyConfig(spec *childSpec, reg metrics.Registry, logs *logStats, onRestore
 		CommitRecords:  spec.Tune.CommitRecords,
 		// The rows named *-pertask run the producer-per-task model beside the default
 		// producer per worker.
-		ProducerPerTask: spec.Tune.PerTask,
-		Workers:         spec.Tune.Workers,
-		Logger:          slog.New(&logHandler{s: logs, next: slog.NewTextHandler(os.Stderr, nil)}),
+		ProducerPerTask:    spec.Tune.PerTask,
+		Workers:            spec.Tune.Workers,
+		StoreWriteInterval: spec.Tune.StoreWrite,
+		Logger:             slog.New(&logHandler{s: logs, next: slog.NewTextHandler(os.Stderr, nil)}),
 		Sarama: func(sc *sarama.Config) {
 			sc.MetricRegistry = reg
 			spec.Tune.apply(sc)

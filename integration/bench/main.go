@@ -161,6 +161,7 @@ type tuning struct {
 	CommitRecords int           `json:",omitempty"` // eddy Config.CommitRecords
 	PerTask       bool          `json:",omitempty"` // eddy Config.ProducerPerTask (rows named *-pertask)
 	Workers       int           `json:",omitempty"` // eddy Config.Workers (rows named *-w<N>)
+	StoreWrite    time.Duration `json:",omitempty"` // eddy Config.StoreWriteInterval
 }
 
 func (t tuning) String() string {
@@ -173,6 +174,9 @@ func (t tuning) String() string {
 	}
 	if t.Workers > 0 {
 		parts = append(parts, fmt.Sprintf("workers=%d", t.Workers))
+	}
+	if t.StoreWrite > 0 {
+		parts = append(parts, fmt.Sprintf("store-write-interval=%v", t.StoreWrite))
 	}
 	if t.Linger > 0 {
 		parts = append(parts, fmt.Sprintf("linger=%v", t.Linger))
@@ -248,6 +252,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.latRate, "latency-rate", 0, "input records/s of the latency rows; 0: half the median rate of pass-eos-100ms in this invocation")
 	fs.DurationVar(&o.tune.TxnBackoff, "txn-backoff", 0, "sarama Producer.Transaction.Retry.Backoff for every transactional producer (0: sarama's 100ms)")
 	fs.DurationVar(&o.tune.Linger, "linger", 0, "sarama Producer.Flush.Frequency for every producer (0: send at once)")
+	fs.DurationVar(&o.tune.StoreWrite, "store-write-interval", 0, "eddy Config.StoreWriteInterval for every eddy row (0: eddy's default, 1s; at or below the commit interval: a store write at every commit)")
 	fs.IntVar(&o.tune.FlushBytes, "flush-bytes", 0, "sarama Producer.Flush.Bytes for every producer (0: none)")
 	var fetchDefault int
 	fs.IntVar(&fetchDefault, "fetch-default", 0, "sarama Consumer.Fetch.Default bytes per partition and fetch (0: 1 MiB)")
