@@ -255,7 +255,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.tune.StoreWrite, "store-write-interval", 0, "eddy Config.StoreWriteInterval for every eddy row (0: eddy's default, 1s; at or below the commit interval: a store write at every commit)")
 	fs.IntVar(&o.tune.FlushBytes, "flush-bytes", 0, "sarama Producer.Flush.Bytes for every producer (0: none)")
 	var fetchDefault int
-	fs.IntVar(&fetchDefault, "fetch-default", 0, "sarama Consumer.Fetch.Default bytes per partition and fetch (0: 1 MiB)")
+	fs.IntVar(&fetchDefault, "fetch-default", 0, "sarama Consumer.Fetch.Default bytes per partition and fetch (0: the default, eddy's 256 KiB, sarama's 1 MiB for the pipes)")
 	fs.IntVar(&o.tune.ChannelBuffer, "channel-buffer", 0, "sarama ChannelBufferSize (0: 256)")
 	fs.DurationVar(&o.tune.MaxWait, "max-wait", 0, "sarama Consumer.MaxWaitTime, how long a fetch waits for data (0: 500ms)")
 	var kreadFetch int
