@@ -306,10 +306,10 @@ func (c Config) saramaConfig() (*sarama.Config, error) {
 	sc.Metadata.RefreshFrequency = time.Minute
 	// 256 KiB per partition and fetch, not sarama's 1 MiB: sarama decodes a whole fetch
 	// response into messages at once (the Java consumer decodes as it polls), so the
-	// records fetched ahead for every partition were most of the heap — peak RSS of the
-	// 8-partition word count 236 → 126 MB in one run, 0.45× → 0.25× Kafka Streams' (BENCHMARKS.md, "Fetch size"). A record
-	// batch larger than this still comes: the broker returns it whole and sarama grows
-	// the size for that partition.
+	// records fetched ahead for every partition were most of the heap: the 8-partition
+	// word count's peak RSS went from 0.45× to 0.25× Kafka Streams' (BENCHMARKS.md,
+	// "Fetch size"). A record batch larger than this still comes: the broker returns it
+	// whole and sarama grows the size for that partition.
 	sc.Consumer.Fetch.Default = 256 << 10
 	if err := c.Security.ApplyTo(sc); err != nil {
 		return nil, err
