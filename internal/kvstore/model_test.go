@@ -104,7 +104,7 @@ func (m *modelMachine) open(rt *rapid.T) {
 		m.kv[name] = NewKeyValueStore(buf, name+"-changelog", serde.String(), serde.String(), nil)
 	}
 	if m.writeBehind {
-		m.set.WriteBehind(rapid.IntRange(1, 8).Draw(rt, "holdKeys"), modelHoldFor, func() time.Time { return m.now })
+		m.set.WriteBehind(rapid.IntRange(1, 40).Draw(rt, "holdKeys"), modelHoldFor, func() time.Time { return m.now })
 		m.set.lastWrite = m.now // no random first write: the model knows when writes are due
 	}
 	for _, name := range modelStores {

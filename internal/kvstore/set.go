@@ -208,6 +208,7 @@ func (s *Set) hold(checkpoints map[string]int64) error {
 			}
 			maps.Copy(b.held, b.dirty)
 			b.heldMu.Unlock()
+			b.heldSorted = nil
 		}
 		s.heldKeys += len(b.held)
 		b.clear()
@@ -257,6 +258,7 @@ func (s *Set) WriteHeld() error {
 		b.heldMu.Lock()
 		b.held = nil
 		b.heldMu.Unlock()
+		b.heldSorted = nil
 	}
 	s.heldKeys = 0
 	clear(s.heldOffsets)
@@ -335,6 +337,9 @@ type Buffer struct {
 	// heldMu, which interactive queries hold to read it (ReadCommitted).
 	heldMu sync.RWMutex
 	held   map[string]dirtyValue
+	// heldSorted caches held in key order for Iterate (nil when stale); the task's
+	// goroutine alone uses it.
+	heldSorted []Entry
 }
 
 // ObserveTime makes the next flush advance the observed stream time of a store kept in
@@ -441,7 +446,10 @@ func countDelta(old, new []byte) int64 {
 func (b *Buffer) Iterate(from, to []byte) (BytesIterator, error) {
 	over := inRange(b.sortedDirty(), from, to)
 	if len(b.held) > 0 {
-		over = overlay(over, inRange(sortedEntries(b.held), from, to))
+		if b.heldSorted == nil {
+			b.heldSorted = sortedEntries(b.held)
+		}
+		over = overlay(over, inRange(b.heldSorted, from, to))
 	}
 	under, err := b.backend.Iterate(b.name, from, to)
 	if err != nil {
