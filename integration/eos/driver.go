@@ -124,7 +124,8 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked, ackedRight []Acked, 
 	// right is the Right record to send next, if any.
 	var right *sarama.ProducerMessage
 	broken := false
-	sent := 0
+	// paced records were sent since paceFrom, the start of the current stretch at Rate.
+	paceFrom, paced := began, 0
 	lastLog := time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -141,10 +142,15 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked, ackedRight []Acked, 
 		}
 		var input chan<- *sarama.ProducerMessage
 		var msg *sarama.ProducerMessage
-		due := cfg.Rate <= 0 || float64(sent) < cfg.Rate*time.Since(began).Seconds()
+		due := cfg.Rate <= 0 || float64(paced) < cfg.Rate*time.Since(paceFrom).Seconds()
 		allowed := cfg.Records
 		if cfg.Allowed != nil {
 			allowed = min(allowed, cfg.Allowed())
+		}
+		if due && len(acked)+inFlight-rightInFlight >= allowed {
+			// Held back by Allowed: no credit builds up meanwhile, so the input
+			// released next is written at Rate, not in one burst.
+			paceFrom, paced = time.Now(), 0
 		}
 		switch {
 		case broken || inFlight >= maxInFlight:
@@ -185,7 +191,7 @@ func Produce(ctx context.Context, cfg DriverConfig) (acked, ackedRight []Acked, 
 				}
 			}
 			next++
-			sent++
+			paced++
 		case m := <-p.Successes():
 			inFlight--
 			r := m.Metadata.(sentRecord)
