@@ -195,7 +195,9 @@ func startProfiles(prefix string) (func() error, error) {
 		return nil, fmt.Errorf("cpu profile: %w", err)
 	}
 	runtime.SetMutexProfileFraction(20)
+	stopPeak := peakHeapProfiles(prefix + ".peak.heap.pprof")
 	return func() error {
+		stopPeak()
 		pprof.StopCPUProfile()
 		errs := []error{cpu.Close()}
 		for _, name := range []string{"allocs", "mutex"} {
@@ -208,6 +210,38 @@ func startProfiles(prefix string) (func() error, error) {
 		}
 		return errors.Join(errs...)
 	}, nil
+}
+
+// peakHeapProfiles writes a heap profile to path whenever the heap in use has grown a
+// tenth past what the last one saw (checked every 200 ms), until the returned function is
+// called: the profile taken at the end shows what the application holds when it is done,
+// not what made its peak RSS.
+func peakHeapProfiles(path string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // owned by the returned stop
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		var last uint64
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse < last+last/10 {
+				continue
+			}
+			last = ms.HeapInuse
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 // saramaStats is sarama's logger in a child: it counts the transaction manager's retries
