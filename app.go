@@ -34,13 +34,16 @@ import (
 
 // App is an application: a topology and its configuration. Run it once.
 type App struct {
-	topo    *topology.Topology
-	g       *graph.Graph
-	cfg     Config
-	sarama  *sarama.Config
-	started atomic.Bool
-	rt      atomic.Pointer[runtime]
-	final   atomic.Pointer[State]
+	topo   *topology.Topology
+	g      *graph.Graph
+	cfg    Config
+	sarama *sarama.Config
+	// autoFetch: the per-partition fetch size is eddy's to size (fetchSize), once the
+	// source partitions are known.
+	autoFetch bool
+	started   atomic.Bool
+	rt        atomic.Pointer[runtime]
+	final     atomic.Pointer[State]
 	// commitSeam, if set, wraps every transaction's commit step; eddy's fault-injection
 	// tests set it (export_test.go).
 	commitSeam func(tasks func() []processor.TaskID, next commitFunc) commitFunc
@@ -68,11 +71,11 @@ func New(topo *topology.Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := c.saramaConfig()
+	sc, autoFetch, err := c.saramaConfig()
 	if err != nil {
 		return nil, err
 	}
-	return &App{topo: topo, g: graph.Of(topo), cfg: c, sarama: sc}, nil
+	return &App{topo: topo, g: graph.Of(topo), cfg: c, sarama: sc, autoFetch: autoFetch}, nil
 }
 
 // Config returns the configuration with its defaults filled in.

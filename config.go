@@ -146,6 +146,9 @@ type Config struct {
 	Security Security
 	// Sarama, if set, adjusts the sarama configuration eddy builds (TLS, SASL, client
 	// ID, timeouts). Settings exactly-once depends on are enforced after it runs.
+	// Consumer.Fetch.Default left at sarama's 1 MiB lets eddy size the fetches: 4 MiB
+	// shared by all the application's source partitions, 16 KiB to 1 MiB each (memory
+	// grows with partitions × fetch size); any other value is used as it is.
 	Sarama func(*sarama.Config)
 	// Logger receives eddy's logs; default slog.Default().
 	Logger *slog.Logger
@@ -292,9 +295,10 @@ func defaultDuration(setting string, d *time.Duration, def time.Duration) error 
 	return nil
 }
 
-// saramaConfig builds the base sarama configuration of the application.
-func (c Config) saramaConfig() (*sarama.Config, error) {
-	sc := sarama.NewConfig()
+// saramaConfig builds the base sarama configuration of the application;
+// autoFetch reports that the per-partition fetch size is eddy's to set (fetchSize).
+func (c Config) saramaConfig() (sc *sarama.Config, autoFetch bool, err error) {
+	sc = sarama.NewConfig()
 	sc.ClientID = c.ApplicationID
 	sc.Version = sarama.V3_9_0_0
 	sc.Consumer.Return.Errors = true
@@ -304,21 +308,18 @@ func (c Config) saramaConfig() (*sarama.Config, error) {
 	sc.Consumer.Group.Heartbeat.Interval = time.Second
 	sc.Consumer.Group.Rebalance.Timeout = 60 * time.Second
 	sc.Metadata.RefreshFrequency = time.Minute
-	// 256 KiB per partition and fetch, not sarama's 1 MiB: sarama decodes a whole fetch
-	// response into messages at once (the Java consumer decodes as it polls), so the
-	// records fetched ahead for every partition were most of the heap: the 8-partition
-	// word count's peak RSS went from 0.45× to 0.25× Kafka Streams' (BENCHMARKS.md,
-	// "Fetch size"). A record batch larger than this still comes: the broker returns it
-	// whole and sarama grows the size for that partition.
-	sc.Consumer.Fetch.Default = 256 << 10
+	// The fetch size per partition is eddy's to choose (fetchSize) unless the hook
+	// below sets another than sarama's default.
+	sc.Consumer.Fetch.Default = fetchPerPartitionMax
 	if err := c.Security.ApplyTo(sc); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if c.Sarama != nil {
 		c.Sarama(sc)
 	}
+	autoFetch = sc.Consumer.Fetch.Default == fetchPerPartitionMax
 	if err := c.Security.checkSkipVerify(sc); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// A broker holds a JoinGroup until every member has rejoined, up to the rebalance
 	// timeout, but sarama waits Net.ReadTimeout for any response: with a shorter read
@@ -340,12 +341,12 @@ func (c Config) saramaConfig() (*sarama.Config, error) {
 	sc.Consumer.Offsets.AutoCommit.Interval = c.CommitInterval
 	sc.Consumer.Return.Errors = true
 	if !sc.Version.IsAtLeast(sarama.V2_5_0_0) {
-		return nil, configErr("Sarama", "Version %s is below 2.5.0, which exactly-once needs (KIP-447)", sc.Version)
+		return nil, false, configErr("Sarama", "Version %s is below 2.5.0, which exactly-once needs (KIP-447)", sc.Version)
 	}
 	if err := sc.Validate(); err != nil {
-		return nil, configErr("Sarama", "%v", err)
+		return nil, false, configErr("Sarama", "%v", err)
 	}
-	return sc, nil
+	return sc, autoFetch, nil
 }
 
 // ProcessError is the error Run returns when a processor, a punctuator or a
@@ -362,3 +363,32 @@ const (
 	HeaderDeadLetterNode      = task.HeaderDLQNode
 	HeaderDeadLetterTask      = task.HeaderDLQTask
 )
+
+// How much a fetch brings per partition, when Config.Sarama leaves
+// Consumer.Fetch.Default at sarama's default: fetchBudget shared by every source
+// partition of the application (fetchSize), within [fetchPerPartitionMin,
+// fetchPerPartitionMax].
+//
+// Why a budget: sarama decodes a partition's whole share of a fetch response into
+// messages before handing out the first (the Java consumer decodes as it polls), at
+// ten to twenty times the bytes for small records, and a partition whose task is
+// behind holds its share until the task has taken it in. Memory therefore grows with
+// partitions × fetch size. At a fixed 256 KiB the 64-partition word count (128 source
+// partitions) peaked at 327–422 MB; at the budget's 32 KiB, 211–248 MB (0.29× Kafka
+// Streams'). A fixed 32 KiB for everyone cost the 8-partition passthrough 15–36% of
+// its throughput instead: small fetches mean more round trips, and sarama has one
+// fetch in flight per broker. The budget gives 8 partitions 512 KiB each and 16 the
+// 256 KiB eddy used before (BENCHMARKS.md, "Fetch size").
+//
+// The count is of all the application's source partitions, as if one instance ran
+// every task: an instance of several holds fewer, so less.
+const (
+	fetchBudget          = 4 << 20
+	fetchPerPartitionMin = 16 << 10
+	fetchPerPartitionMax = 1 << 20 // sarama's default
+)
+
+// fetchSize is the per-partition fetch size for an application of n source partitions.
+func fetchSize(n int) int32 {
+	return int32(min(max(fetchBudget/max(n, 1), fetchPerPartitionMin), fetchPerPartitionMax))
+}

@@ -19,12 +19,25 @@ func TestJoinGroupOutlivesTheRebalanceTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc, err := cfg.saramaConfig()
+		sc, _, err := cfg.saramaConfig()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if sc.Net.ReadTimeout < sc.Consumer.Group.Rebalance.Timeout+5*time.Second {
 			t.Errorf("Net.ReadTimeout %v is below the rebalance timeout %v + 5s", sc.Net.ReadTimeout, sc.Consumer.Group.Rebalance.Timeout)
+		}
+	}
+}
+
+// The fetch budget's share per partition stays within sarama's default above and 16 KiB
+// below.
+func TestFetchSizeBounds(t *testing.T) {
+	for _, tc := range []struct {
+		partitions int
+		want       int32
+	}{{0, 1 << 20}, {1, 1 << 20}, {4, 1 << 20}, {16, 256 << 10}, {128, 32 << 10}, {256, 16 << 10}, {5000, 16 << 10}} {
+		if got := fetchSize(tc.partitions); got != tc.want {
+			t.Errorf("fetchSize(%d) = %d, want %d", tc.partitions, got, tc.want)
 		}
 	}
 }

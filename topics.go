@@ -71,7 +71,17 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 	for _, s := range specs {
 		rt.partitions[s.Name] = s.Partitions
 	}
+	sources := 0
+	for _, t := range rt.topics {
+		sources += int(rt.partitions[t])
+	}
 	rt.partsMu.Unlock()
+	if rt.app.autoFetch {
+		// No consumer has started yet: the group's partition consumers read the size
+		// from this config (the client's) when they are made.
+		rt.sc.Consumer.Fetch.Default = fetchSize(sources)
+		rt.logger.Debug("fetch size per partition", "bytes", rt.sc.Consumer.Fetch.Default, "source_partitions", sources)
+	}
 	return nil
 }
 
