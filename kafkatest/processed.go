@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -43,22 +44,28 @@ func InputTopics(topo *topology.Topology, appID string) []string {
 // next check that finds it processed finds it final; a chain of n topics is final
 // after n such checks.
 //
-// It returns ctx's error, naming the topic the last check found behind, if that does
-// not happen before ctx ends; a topic that does not exist yet counts as not processed.
+// It returns ctx's error, naming every topic the last complete check found behind, if
+// that does not happen before ctx ends; a topic that does not exist yet counts as not
+// processed, and the error says it does not exist.
 func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...string) error {
 	if len(topics) == 0 {
 		return fmt.Errorf("kafkatest: wait until %q has processed its input: no topics given", appID)
 	}
-	behind := "" // the topic the last check found behind
+	var behind []string // the topics the last complete check found behind
+	checked := false    // whether a check has completed
 	err := withClient(ctx, c.endpoint(), func(client sarama.Client) error {
 		clean := 0 // checks that found every topic processed
 		for {
-			b, err := firstBehind(ctx, client, appID, topics)
+			b, err := topicsBehind(ctx, client, appID, topics)
+			if ctx.Err() != nil {
+				// withClient closes the client when ctx ends: the check was cut short.
+				return ctx.Err()
+			}
 			if err != nil {
 				return err
 			}
-			behind = b
-			if behind == "" {
+			behind, checked = b, true
+			if len(behind) == 0 {
 				clean++
 				if clean >= len(topics) {
 					return nil
@@ -71,10 +78,13 @@ func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...str
 		}
 	})
 	if ctx.Err() != nil {
-		if behind == "" {
-			return fmt.Errorf("kafkatest: wait until %q has processed %v: %w", appID, topics, ctx.Err())
+		if !checked {
+			return fmt.Errorf("kafkatest: wait until %q has processed %v: no check completed: %w", appID, topics, ctx.Err())
 		}
-		return fmt.Errorf("kafkatest: %q has not processed all of %q: %w", appID, behind, ctx.Err())
+		if len(behind) == 0 {
+			return fmt.Errorf("kafkatest: wait until %q has processed %v: the last check found them all processed, but %d such checks are needed: %w", appID, topics, len(topics), ctx.Err())
+		}
+		return fmt.Errorf("kafkatest: %q has not processed all of %s: %w", appID, strings.Join(behind, ", "), ctx.Err())
 	}
 	if err != nil {
 		return fmt.Errorf("kafkatest: wait until %q has processed %v: %w", appID, topics, err)
@@ -85,42 +95,61 @@ func (c *Cluster) WaitProcessed(ctx context.Context, appID string, topics ...str
 // errFound stops a read at the first record.
 var errFound = errors.New("found a record")
 
-// firstBehind returns the first of topics on which group has not committed every
-// committed record, or "" when there is none.
-func firstBehind(ctx context.Context, client sarama.Client, group string, topics []string) (string, error) {
+// topicsBehind returns the topics on which group has not committed every committed
+// record, a topic that does not exist as "<topic> (does not exist)". It checks every
+// topic, not just up to the first behind, so that a caller whose wait ends sees all
+// that is missing.
+func topicsBehind(ctx context.Context, client sarama.Client, group string, topics []string) ([]string, error) {
+	var behind []string
 	for _, topic := range topics {
-		ps, err := partitionsOf(client, topic)
-		if err != nil || len(ps) == 0 {
-			return topic, nil // not created yet
-		}
-		committed, retry, err := fetchStableOffsets(client, group, topic, ps)
-		if errors.Is(err, sarama.ErrGroupIDNotFound) {
-			return topic, nil // the embedded broker's answer before the group's first commit
-		}
+		b, err := topicBehind(ctx, client, group, topic)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		if retry != nil {
+		if b != "" {
+			behind = append(behind, b)
+		}
+	}
+	return behind, nil
+}
+
+// topicBehind returns topic, annotated when it does not exist, if group has not
+// committed every committed record of it, or "" when it has.
+func topicBehind(ctx context.Context, client sarama.Client, group string, topic string) (string, error) {
+	ps, err := partitionsOf(client, topic)
+	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) || err == nil && len(ps) == 0 {
+		return topic + " (does not exist)", nil
+	}
+	if err != nil {
+		return topic, nil // metadata not available yet: look again
+	}
+	committed, retry, err := fetchStableOffsets(client, group, topic, ps)
+	if errors.Is(err, sarama.ErrGroupIDNotFound) {
+		return topic, nil // the embedded broker's answer before the group's first commit
+	}
+	if err != nil {
+		return "", err
+	}
+	if retry != nil {
+		return topic, nil
+	}
+	for _, p := range ps {
+		start, end, err := kread.EndOffsets(client, topic, p)
+		if err != nil {
+			return "", fmt.Errorf("%s/%d: %w", topic, p, err)
+		}
+		from := max(committed[p], start) // -1: nothing committed, read from the log start
+		if from >= end {
+			continue
+		}
+		// Transaction markers may follow the committed offset: behind means a
+		// committed record lies between it and the last stable offset.
+		err = kread.ReadRange(ctx, client, topic, p, from, end, func(kread.Record) error { return errFound })
+		if errors.Is(err, errFound) {
 			return topic, nil
 		}
-		for _, p := range ps {
-			start, end, err := kread.EndOffsets(client, topic, p)
-			if err != nil {
-				return "", fmt.Errorf("%s/%d: %w", topic, p, err)
-			}
-			from := max(committed[p], start) // -1: nothing committed, read from the log start
-			if from >= end {
-				continue
-			}
-			// Transaction markers may follow the committed offset: behind means a
-			// committed record lies between it and the last stable offset.
-			err = kread.ReadRange(ctx, client, topic, p, from, end, func(kread.Record) error { return errFound })
-			if errors.Is(err, errFound) {
-				return topic, nil
-			}
-			if err != nil {
-				return "", fmt.Errorf("%s/%d: %w", topic, p, err)
-			}
+		if err != nil {
+			return "", fmt.Errorf("%s/%d: %w", topic, p, err)
 		}
 	}
 	return "", nil

@@ -67,7 +67,7 @@ func commitOffsets(c *kafkatest.Cluster, group, topic string, offsets map[int32]
 func waitBriefly(c *kafkatest.Cluster, group string, topics ...string) error {
 	d := 500 * time.Millisecond
 	if c.Name() != kafkatest.EmbeddedName {
-		d = 3 * time.Second
+		d = 5 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -127,13 +127,18 @@ func TestWaitProcessed(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), txn) {
 			t.Errorf("txn behind by one record: %v", err)
 		}
+		// The error names every topic behind, not just the first.
+		missing := c.Unique("missing")
+		err = waitBriefly(c, group, txn, plain, missing)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), txn+", "+missing+" (does not exist)") {
+			t.Errorf("txn behind and a topic missing: %v", err)
+		}
 		// Offset 2 is the commit marker: the group, at 2, has processed every record.
 		commit(t, c, group, txn, map[int32]int64{0: 2})
 		if err := waitBriefly(c, group, txn, plain); err != nil {
 			t.Errorf("only a marker left: %v", err)
 		}
-		missing := c.Unique("missing")
-		if err := waitBriefly(c, group, plain, missing); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), missing) {
+		if err := waitBriefly(c, group, plain, missing); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), missing+" (does not exist)") {
 			t.Errorf("missing topic: %v", err)
 		}
 	})
