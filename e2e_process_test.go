@@ -122,6 +122,12 @@ func startChild(t *testing.T, e *wcEnv, stateDir string, commit, session time.Du
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
+		if t.Failed() {
+			// A child that is still running when its test failed may be stuck: SIGQUIT
+			// makes the Go runtime print every goroutine's stack before it exits.
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			c.wait(10 * time.Second)
+		}
 		_ = cmd.Process.Kill()
 		<-c.done
 		if t.Failed() {
@@ -167,7 +173,28 @@ func TestZombieIsFenced(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}()
-		time.Sleep(time.Second)
+		// Both instances must be processing, not still preparing their tasks, when the
+		// zombie stops: a zombie stopped before its first transaction has nothing to
+		// commit when it wakes, so no commit of its is refused (CI saw it rejoin quietly).
+		// Every input partition's committed offset must move past where it stood once
+		// the feed began.
+		before, err := c.CommittedOffsets(ctxT(t), e.appID, e.input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Minute, "both instances to commit input", func() (bool, error) {
+			now, err := c.CommittedOffsets(ctxT(t), e.appID, e.input)
+			if err != nil {
+				return false, err
+			}
+			for p := range int32(4) {
+				if now[p] <= max(before[p], 0) {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		time.Sleep(500 * time.Millisecond)
 		if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
