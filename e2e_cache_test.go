@@ -63,7 +63,7 @@ func TestCachedTablesFlushIntoTheTransaction(t *testing.T) {
 			e.produce(t, 100)
 			time.Sleep(150 * time.Millisecond)
 		}
-		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts")
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run: %v", err)
@@ -200,7 +200,7 @@ func TestRecordCacheMetrics(t *testing.T) {
 		cfg.Metrics = reg
 		e.produce(t, 300)
 		in := start(t, topo, cfg)
-		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts")
 		if err := in.stop(); err != nil {
 			t.Fatal(err)
 		}

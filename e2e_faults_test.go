@@ -48,7 +48,7 @@ func testBrokerRejectedCommitIsAbortedAndReplayed(t *testing.T, perTask bool) {
 		e.produce(t, 100)
 		time.Sleep(100 * time.Millisecond)
 	}
-	waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+	e.waitCounts(t, time.Minute, "the counts")
 	if err := in.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -324,14 +324,14 @@ func TestStaleCommittedOffsetsAreNotReprocessed(t *testing.T) {
 		e := newWordCount(t, c, 2)
 		e.produce(t, 200)
 		in := start(t, e.topo, e.config(t))
-		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts")
 		if err := in.stop(); err != nil {
 			t.Fatal(err)
 		}
 		rewindGroup(t, c, e.appID, e.input, e.appID+"-words-repartition")
 		e.produce(t, 50)
 		in = start(t, e.topo, e.config(t)) // a fresh state dir: everything is restored
-		waitFor(t, time.Minute, "the counts after the rewind", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts after the rewind")
 		time.Sleep(500 * time.Millisecond) // let a wrongly replayed input show
 		if err := in.stop(); err != nil {
 			t.Fatal(err)

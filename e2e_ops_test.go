@@ -116,7 +116,7 @@ func TestMetricsHealthAndTopologyEndpoints(t *testing.T) {
 			t.Fatalf("/healthz: %d %s", code, body)
 		}
 		e.produce(t, 200)
-		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts")
 		waitFor(t, time.Minute, "the metrics to see the records", func() (bool, error) {
 			m := scrape(t, s.base)
 			return sum(m, "eddy_records_processed_total") >= 200, nil
@@ -192,7 +192,7 @@ func TestInteractiveQueriesAcrossInstances(t *testing.T) {
 		a := startServed(t, e)
 		b := startServed(t, e)
 		e.produce(t, 300)
-		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts")
 		waitFor(t, time.Minute, "both instances ready with 4 tasks each", func() (bool, error) {
 			ca, _, _ := get(t, a.base+"/readyz")
 			cb, _, _ := get(t, b.base+"/readyz")

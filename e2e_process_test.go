@@ -214,7 +214,7 @@ func TestZombieIsFenced(t *testing.T) {
 		if err := <-fed; err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 2*time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, 2*time.Minute, "the counts")
 		_ = zombie.cmd.Process.Signal(syscall.SIGTERM)
 		if _, ok := zombie.wait(time.Minute); !ok {
 			t.Fatal("the zombie did not stop on SIGTERM")

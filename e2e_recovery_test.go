@@ -349,10 +349,10 @@ func testUnknownCommitOutcomeTrustsTheOffsetsRecord(t *testing.T, perTask bool) 
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- app.Run(runCtx) }()
-	waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+	e.waitCounts(t, time.Minute, "the counts")
 	time.Sleep(500 * time.Millisecond) // let a wrongly replayed input show
 	e.produce(t, 20)                   // and go on after the recovery
-	waitFor(t, time.Minute, "the counts after more input", func() (bool, error) { return e.complete(t), nil })
+	e.waitCounts(t, time.Minute, "the counts after more input")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -381,15 +381,15 @@ func TestKeptTaskIsNotRestoredAgain(t *testing.T) {
 		mu.Unlock()
 	}
 	first := start(t, e.topo, cfg)
-	waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+	e.waitCounts(t, time.Minute, "the counts")
 	second := start(t, e.topo, e.config(t)) // a rebalance: the first instance keeps some tasks
 	e.produce(t, 100)
-	waitFor(t, time.Minute, "the counts with two instances", func() (bool, error) { return e.complete(t), nil })
+	e.waitCounts(t, time.Minute, "the counts with two instances")
 	if err := second.stop(); err != nil { // and another rebalance
 		t.Fatal(err)
 	}
 	e.produce(t, 100)
-	waitFor(t, time.Minute, "the counts after the second left", func() (bool, error) { return e.complete(t), nil })
+	e.waitCounts(t, time.Minute, "the counts after the second left")
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -187,6 +187,13 @@ func (e *wcEnv) complete(t *testing.T) bool {
 	return true
 }
 
+// waitCounts waits until the output holds every word's expected count, and fails the
+// test, naming what it waited for, if that takes longer than timeout.
+func (e *wcEnv) waitCounts(t *testing.T, timeout time.Duration, what string) {
+	t.Helper()
+	waitFor(t, timeout, what, func() (bool, error) { return e.complete(t), nil })
+}
+
 // checkExactlyOnce checks every word's output is exactly 1, 2, ..., count: one
 // duplicate or loss shifts the sequence.
 func (e *wcEnv) checkExactlyOnce(t *testing.T) {
@@ -272,14 +279,14 @@ func testTwoInstancesShareTasksAndTakeOver(t *testing.T, perTask bool) {
 			t.Errorf("tasks not balanced: %v / %v", ta, tb)
 		}
 		e.produce(t, 200)
-		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts")
 
 		if err := a.stop(); err != nil {
 			t.Fatalf("stopping a: %v", err)
 		}
 		waitFor(t, time.Minute, "b to take over every task", func() (bool, error) { return len(b.app.Tasks()) == 8, nil })
 		e.produce(t, 200)
-		waitFor(t, time.Minute, "the counts after the takeover", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts after the takeover")
 		if err := b.stop(); err != nil {
 			t.Fatalf("stopping b: %v", err)
 		}
@@ -301,7 +308,7 @@ func TestRestartRestoresOnlyTheTail(t *testing.T) {
 		}
 		e.produce(t, 600)
 		in := start(t, e.topo, cfg)
-		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts")
 		if err := in.stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +324,7 @@ func TestRestartRestoresOnlyTheTail(t *testing.T) {
 		mu.Unlock()
 		e.produce(t, 100)
 		in = start(t, e.topo, cfg)
-		waitFor(t, time.Minute, "the counts after the restart", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts after the restart")
 		if err := in.stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -330,7 +337,7 @@ func TestRestartRestoresOnlyTheTail(t *testing.T) {
 		}
 		e.produce(t, 100)
 		in = start(t, e.topo, cfg)
-		waitFor(t, time.Minute, "the counts after the wipe", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts after the wipe")
 		if err := in.stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +382,7 @@ func TestForcedAbortLeavesNoTrace(t *testing.T) {
 			e.produce(t, 100)
 			time.Sleep(150 * time.Millisecond)
 		}
-		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts")
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run: %v", err)

@@ -70,7 +70,7 @@ func testZombieOn(t *testing.T, c *kafkatest.Cluster, perTask bool) {
 	doneA := make(chan error, 1)
 	go func() { doneA <- appA.Run(ctxA) }()
 	t.Cleanup(func() { stopA(); <-doneA })
-	waitFor(t, time.Minute, "A's counts", func() (bool, error) { return e.complete(t), nil })
+	e.waitCounts(t, time.Minute, "A's counts")
 
 	armed.Store(true)
 	e.produce(t, 100)

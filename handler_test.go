@@ -245,7 +245,7 @@ func TestQueryForwardingIsBounded(t *testing.T) {
 		b := start(t, e.topo, cfgB)
 
 		e.produce(t, 300)
-		waitFor(t, time.Minute, "the counts", func() (bool, error) { return e.complete(t), nil })
+		e.waitCounts(t, time.Minute, "the counts")
 		waitFor(t, time.Minute, "both instances running with 4 tasks each", func() (bool, error) {
 			return a.app.State() == eddy.StateRunning && b.app.State() == eddy.StateRunning && len(a.app.Tasks()) == 4 && len(b.app.Tasks()) == 4, nil
 		})
