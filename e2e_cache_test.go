@@ -164,12 +164,7 @@ func runDSLWordCount(t *testing.T, c *kafkatest.Cluster, lines []string, opts ..
 	cfg.CommitInterval = 100 * time.Millisecond
 	began := time.Now()
 	inst := start(t, topo, cfg)
-	waitFor(t, 2*time.Minute, "the counts", func() (bool, error) {
-		if err, done := inst.exited(); done {
-			return false, fmt.Errorf("app stopped: %v", err)
-		}
-		return e.complete(t), nil
-	})
+	e.waitCountsWhileRunning(t, inst, 2*time.Minute, "the counts")
 	took = time.Since(began)
 	if err := inst.stop(); err != nil {
 		t.Fatalf("Run: %v", err)

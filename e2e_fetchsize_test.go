@@ -1,7 +1,6 @@
 package eddy_test
 
 import (
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -55,12 +54,7 @@ func TestFetchSizeIsTheBudgetShare(t *testing.T) {
 			})
 			in := start(t, e.topo, cfg)
 			e.produce(t, 200)
-			waitFor(t, time.Minute, "the counts", func() (bool, error) {
-				if err, done := in.exited(); done {
-					return false, fmt.Errorf("app stopped: %v", err)
-				}
-				return e.complete(t), nil
-			})
+			e.waitCountsWhileRunning(t, in, time.Minute, "the counts")
 			if err := in.stop(); err != nil {
 				t.Fatalf("Run: %v", err)
 			}

@@ -71,12 +71,7 @@ func TestSecuredKafka(t *testing.T) {
 		cfg := e.config(t)
 		cfg.Security = sec
 		in := start(t, e.topo, cfg)
-		waitFor(t, 2*time.Minute, "the counts", func() (bool, error) {
-			if err, done := in.exited(); done {
-				return false, fmt.Errorf("app stopped: %v", err)
-			}
-			return e.complete(t), nil
-		})
+		e.waitCountsWhileRunning(t, in, 2*time.Minute, "the counts")
 		if err := in.stop(); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
@@ -139,12 +134,7 @@ func TestSecuredKafka(t *testing.T) {
 		cfg := e.config(t)
 		cfg.Security = oauth(time.Now().Add(time.Hour))
 		in := start(t, e.topo, cfg)
-		waitFor(t, 2*time.Minute, "the counts", func() (bool, error) {
-			if err, done := in.exited(); done {
-				return false, fmt.Errorf("app stopped: %v", err)
-			}
-			return e.complete(t), nil
-		})
+		e.waitCountsWhileRunning(t, in, 2*time.Minute, "the counts")
 		if err := in.stop(); err != nil {
 			t.Fatalf("Run: %v", err)
 		}

@@ -61,12 +61,7 @@ func TestWordCountExactlyOnceOverTLSAndSASL(t *testing.T) {
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			cfg.Metrics = prometheus.NewRegistry()
 			in := start(t, e.topo, cfg)
-			waitFor(t, time.Minute, "the counts", func() (bool, error) {
-				if err, done := in.exited(); done {
-					return false, fmt.Errorf("app stopped: %v", err)
-				}
-				return e.complete(t), nil
-			})
+			e.waitCountsWhileRunning(t, in, time.Minute, "the counts")
 			srv := httptest.NewServer(in.app.Handler())
 			defer srv.Close()
 			var served strings.Builder

@@ -194,6 +194,18 @@ func (e *wcEnv) waitCounts(t *testing.T, timeout time.Duration, what string) {
 	waitFor(t, timeout, what, func() (bool, error) { return e.complete(t), nil })
 }
 
+// waitCountsWhileRunning is waitCounts that also fails the test at once, with Run's
+// error, if in stops on its own while it waits.
+func (e *wcEnv) waitCountsWhileRunning(t *testing.T, in *instance, timeout time.Duration, what string) {
+	t.Helper()
+	waitFor(t, timeout, what, func() (bool, error) {
+		if err, done := in.exited(); done {
+			return false, fmt.Errorf("app stopped: %v", err)
+		}
+		return e.complete(t), nil
+	})
+}
+
 // checkExactlyOnce checks every word's output is exactly 1, 2, ..., count: one
 // duplicate or loss shifts the sequence.
 func (e *wcEnv) checkExactlyOnce(t *testing.T) {
@@ -240,12 +252,7 @@ func TestWordCountEndToEnd(t *testing.T) {
 		e := newWordCount(t, c, 4)
 		e.produce(t, 400)
 		in := start(t, e.topo, e.config(t))
-		waitFor(t, time.Minute, "the counts", func() (bool, error) {
-			if err, done := in.exited(); done {
-				return false, fmt.Errorf("app stopped: %v", err)
-			}
-			return e.complete(t), nil
-		})
+		e.waitCountsWhileRunning(t, in, time.Minute, "the counts")
 		if err := in.stop(); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
