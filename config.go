@@ -378,7 +378,7 @@ const (
 // Streams'). A fixed 32 KiB for everyone cost the 8-partition passthrough 15–36% of
 // its throughput instead: small fetches mean more round trips, and sarama has one
 // fetch in flight per broker. The budget gives 8 partitions 512 KiB each and 16 the
-// 256 KiB eddy used before (BENCHMARKS.md, "Fetch size").
+// 256 KiB eddy used before (BENCHMARKS.md, "Fetch size" and "Fetch budget").
 //
 // The count is of all the application's source partitions, as if one instance ran
 // every task: an instance of several holds fewer, so less.
