@@ -17,6 +17,7 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kafkaerr"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/restore"
@@ -259,7 +260,7 @@ func (rt *runtime) run(parent context.Context) error {
 				rt.fail(fmt.Errorf("eddy: consumer group %q: %w", rt.cfg.ApplicationID, err))
 				continue
 			}
-			rt.logger.Warn("consumer group", "error", err)
+			rt.logger.Warn("consumer group", "error", kafkaerr.Explain(err))
 		}
 	}()
 	rt.logger.Info("starting", "guarantee", rt.cfg.Guarantee.String(), "topics", rt.topics, "state_dir", rt.appDir)
@@ -343,7 +344,7 @@ func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
 			return
 		}
 		delay := rejoin.Next()
-		rt.logger.Warn("consumer group session ended; rejoining", "error", err, "backoff", delay)
+		rt.logger.Warn("consumer group session ended; rejoining", "error", kafkaerr.Explain(err), "backoff", delay)
 		_ = backoff.Sleep(ctx, delay)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/internal/kafkaerr"
 	"github.com/eddy-streams/eddy/txproducer"
 )
 
@@ -463,8 +464,13 @@ func classify(op string, err error, status sarama.ProducerTxnStatusFlag) error {
 	if errors.As(err, &pe) {
 		return err
 	}
-	return &txproducer.Error{Op: op, Class: Classify(err, status), Err: err}
+	return &txproducer.Error{Op: op, Class: Classify(err, status), Err: kafkaerr.Explain(err)}
 }
+
+// errTransactionAbortable is TRANSACTION_ABORTABLE (KIP-890, Kafka 3.8+): the broker
+// says the transaction can be aborted and the transactional ID used again. sarama
+// v1.61.1 has no constant for it and does not flag the transaction abortable.
+const errTransactionAbortable = sarama.KError(120)
 
 // Classify sorts an error into a txproducer.Class, looking at the Kafka error codes it wraps and at
 // the producer's transaction status.
@@ -482,7 +488,7 @@ func Classify(err error, status sarama.ProducerTxnStatusFlag) txproducer.Class {
 		errors.Is(err, sarama.ErrTopicAuthorizationFailed), errors.Is(err, sarama.ErrGroupAuthorizationFailed),
 		errors.Is(err, sarama.ErrUnsupportedVersion), errors.Is(err, sarama.ErrUnsupportedForMessageFormat):
 		return txproducer.Fatal
-	case status&sarama.ProducerTxnFlagAbortableError != 0:
+	case status&sarama.ProducerTxnFlagAbortableError != 0, errors.Is(err, errTransactionAbortable):
 		return txproducer.Abortable
 	}
 	return txproducer.Indefinite

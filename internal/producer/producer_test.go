@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ func TestClassify(t *testing.T) {
 		{sarama.ErrUnknownProducerID, sarama.ProducerTxnFlagInError | sarama.ProducerTxnFlagAbortableError, txproducer.Abortable},
 		{sarama.ErrOutOfBrokers, sarama.ProducerTxnFlagInTransaction, txproducer.Indefinite},
 		{context.DeadlineExceeded, 0, txproducer.Indefinite},
+		// TRANSACTION_ABORTABLE (120): sarama neither names it nor flags the transaction.
+		{fmt.Errorf("end txn: %w", sarama.KError(120)), sarama.ProducerTxnFlagInTransaction, txproducer.Abortable},
 	}
 	for _, c := range cases {
 		if got := producer.Classify(c.err, c.status); got != c.want {
@@ -72,6 +75,11 @@ func TestSecondProducerFencesTheFirst(t *testing.T) {
 		err = first.Commit(ctx, nil, nil)
 		if !errors.Is(err, txproducer.ErrFenced) {
 			t.Fatalf("commit of the fenced producer: %v, want an error of class Fenced", err)
+		}
+		// sarama prints PRODUCER_FENCED (90) as "Unknown error, how did this happen?"
+		// (CI's log, issue 28): the text must name what happened.
+		if strings.Contains(err.Error(), "how did this happen") {
+			t.Errorf("the fenced producer's error does not say what happened: %v", err)
 		}
 		if err := second.Send(ctx, topic, 0, []byte("k"), []byte("owner"), nil, time.Now()); err != nil {
 			t.Fatal(err)
