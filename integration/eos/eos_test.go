@@ -22,6 +22,7 @@ import (
 // The test binary doubles as the instance program: the harness re-executes it with
 // eos.InstanceEnv set.
 func TestMain(m *testing.M) {
+	eos.BlockIfDumpHelper()
 	if eos.IsInstance() {
 		os.Exit(eos.InstanceMain())
 	}

@@ -586,7 +586,7 @@ func (h *harness) inject(ctx context.Context, f Fault) error {
 				h.anomaly("%s did not stop within 2 min of SIGTERM; killing it; last log lines:\n%s", p.name, p.lastLines())
 				_ = p.signal(syscall.SIGKILL)
 				p.wait(30 * time.Second)
-			} else if p.err != nil {
+			} else if p.err != nil && !p.dumped {
 				h.anomaly("%s exited with %v after SIGTERM; last log lines:\n%s", p.name, p.err, p.lastLines())
 			}
 		}
@@ -692,6 +692,7 @@ func (h *harness) waitCaughtUp(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			h.anomaly("the application did not process all input within %v of the last fault: %s", h.cfg.CatchUpTimeout, status)
+			h.dumpGoroutines("no progress")
 			return nil
 		}
 		select {
@@ -784,7 +785,7 @@ func (h *harness) stopAll() {
 			h.anomaly("%s did not stop within 2 min of SIGTERM at the end; killing it; last log lines:\n%s", p.name, p.lastLines())
 			_ = p.signal(syscall.SIGKILL)
 			p.wait(30 * time.Second)
-		} else if p.err != nil {
+		} else if p.err != nil && !p.dumped {
 			h.anomaly("%s exited with %v at the end; last log lines:\n%s", p.name, p.err, p.lastLines())
 		}
 	}

@@ -49,6 +49,9 @@ type process struct {
 	// expected is set when the harness stops the process, so an exit is not reported as
 	// a crash.
 	expected bool
+	// dumped is set when the harness made the process print its goroutines and exit
+	// (dumpGoroutines).
+	dumped bool
 	// checkpoints the state dir held when this process started after a SIGKILL; nil
 	// when it did not follow a SIGKILL.
 	afterKill map[string]int64
