@@ -109,4 +109,3 @@ func TestRebalanceEndsAtTheRebalanceTimeout(t *testing.T) {
 		}
 	})
 }
-
