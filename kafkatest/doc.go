@@ -48,6 +48,13 @@
 // versioning two modules in lock step; it is not worth it while kfake is the one heavy
 // dependency here.
 //
+// eddy builds kfake from a patched copy in its repository (third_party/kfake, through
+// a replace directive in eddy's go.mod): upstream kfake moves a group's rebalance
+// deadline with every join, which can keep a group rebalancing for good (the fix and
+// its test are described there). Go applies replace directives of the main module
+// only, so an application that imports kafkatest builds upstream kfake unless its own
+// go.mod has the same replace (pointing at a copy of eddy's third_party/kfake).
+//
 // # sarama configuration
 //
 // [NewSaramaConfig] returns the sarama configuration these helpers use; its
