@@ -24,7 +24,7 @@ func (t *taskRunner) open() error {
 	set := kvstore.NewSet(backend)
 	eng, err := task.New(task.Config{
 		ID: t.id, ApplicationID: t.cfg.appID, Graph: t.cfg.graph, Subtopology: t.sub,
-		Stores: set, GlobalBackend: t.host.globalBackend(), Collector: t, Logger: t.cfg.logger,
+		Stores: set, StoresRestored: true, GlobalBackend: t.host.globalBackend(), Collector: t, Logger: t.cfg.logger,
 		OnDeserializationError: t.cfg.badRecords, DeadLetterTopic: t.cfg.deadLetterTopic,
 		OnBadRecord: func(p task.ErrorPolicy, rec graph.RawRecord, _ error) {
 			action := "skipped"

@@ -74,7 +74,10 @@ type Config struct {
 	// without a timestamp of its own; default 0.
 	AutoAdvance time.Duration
 	// StateDir, when set, keeps persistent stores in bbolt files under it, as the
-	// runtime does; by default every store is in memory.
+	// runtime does; by default every store is in memory. A window or session store
+	// found there cut into time segments for another retention (a windowed
+	// aggregation's grace changed) makes New fail: the runtime rebuilds such a store
+	// from its changelog, and a new driver's changelogs start empty.
 	StateDir string
 	// Logger receives the tasks' logs; default discards them.
 	Logger *slog.Logger

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +114,46 @@ func TestRestartRestoresWindowStores(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A windowed store under StateDir whose retention changed (here its grace: retention =
+// size + grace) has time segments cut with another interval; the runtime rebuilds it
+// from its changelog, but a new driver's changelogs start empty, so the driver refuses
+// it, naming the store and the retention, rather than read it with the wrong interval.
+func TestStateDirRefusesStoreCutForAnotherRetention(t *testing.T) {
+	dir := t.TempDir()
+	counts := func(grace time.Duration) (*topologytest.Driver, error) {
+		b := stream.NewBuilder()
+		stream.From(b, serde.String(), serde.String(), []string{"views"}).
+			GroupByKey(serde.String(), serde.String()).
+			WindowedBy(window.Tumbling(10*time.Minute, grace)).
+			Count(stream.Materialized("per-10m"))
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return topologytest.New(topo, topologytest.Config{StateDir: dir, StartTime: time.Unix(0, 0)})
+	}
+	d, err := counts(10 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := topologytest.NewInputTopic(d, "views", serde.String(), serde.String())
+	if err := in.PipeAt("k", "v", time.Unix(95*60, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := counts(30 * time.Minute); err == nil {
+		d.Close()
+		t.Fatal("a driver with another grace opened the store cut for the old one")
+	} else if !strings.Contains(err.Error(), `store "per-10m"`) || !strings.Contains(err.Error(), "retention is now 40m0s") {
+		t.Fatalf("error %q does not name the store and its retention", err)
+	}
+	d, err = counts(10 * time.Minute)
+	if err != nil {
+		t.Fatalf("the same grace again: %v", err)
+	}
+	defer d.Close()
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // This file keeps the stores of windows and sessions in time segments, as Kafka Streams'
@@ -28,6 +29,28 @@ type SegmentSpec struct {
 	// Time returns the time of a key (a window's start, a session's end), which decides
 	// its segment. An error names what is wrong with the key.
 	Time func(key []byte) (int64, error)
+	// NoRebuild says that nothing restores the store after it is opened (a store
+	// without a changelog, or the test driver's, whose changelogs start empty): a
+	// store found cut into segments of another interval is then refused (Open fails
+	// with ErrSegmentLayout) instead of being emptied for a rebuild.
+	NoRebuild bool
+}
+
+// ErrSegmentLayout is wrapped by Open of a store whose segments were cut with another
+// interval than its retention gives now, when it cannot be rebuilt (SegmentSpec.NoRebuild).
+var ErrSegmentLayout = errors.New("time segments cut for another retention")
+
+// LayoutChange is what Open found of a store whose segments were cut with another
+// interval than its retention gives now: the store was emptied, with its checkpoint, so
+// that the restore that follows rebuilds it from the start of its changelog.
+type LayoutChange struct {
+	Store string
+	// Recorded is the interval, in milliseconds, the segments were cut with; 0 when it
+	// is unknown (a file written before the interval was recorded, with keys outside
+	// the segments the present interval gives them).
+	Recorded int64
+	// Interval and Retention are the store's now, in milliseconds.
+	Interval, Retention int64
 }
 
 // SegmentInterval is Kafka Streams' default segment interval of a window or session store
@@ -43,8 +66,19 @@ const NoObservedTime = -1
 // store's keys are written to, read from and counted over the segments; its checkpoint
 // stays the inner backend's checkpoint of the store. Next to the segments the inner
 // backend holds the store's segment list, "<store>/segments": the observed stream time
-// (written with the data, in the same write) and one key per live segment, so opening
-// the store finds both without reading its data.
+// (written with the data, in the same write), the segment interval the segments were
+// cut with, and one key per live segment, so opening the store finds them without
+// reading its data.
+//
+// A segment id means nothing without its interval: a store's interval follows its
+// retention (SegmentInterval), which a windowed aggregation derives from its grace, so
+// a restart with another grace reads ids cut with the old interval as ids of the new
+// one — live windows look expired and are dropped, or are looked for in the wrong
+// segment and counted again from nothing. So the list records the interval, and a store
+// opened with another one (or, written before the interval was recorded, with keys
+// outside the segments the present interval gives them) is emptied, checkpoint first,
+// and rebuilt from its changelog by the restore that follows (Open); nothing is dropped
+// or trimmed by a layout that does not match the data.
 //
 // A write advances the observed stream time to the largest time among its keys (puts and
 // deletes, as Kafka Streams' segmented stores do) and drops what falls in an expired
@@ -62,8 +96,12 @@ type Segmented struct {
 	interval  int64
 	metaStore string
 
-	mu       sync.RWMutex
-	loaded   bool
+	mu     sync.RWMutex
+	loaded bool
+	// recorded: the list holds the store's interval (else the next write adds it).
+	recorded bool
+	// changed is the layout change the load found and emptied the store for (nil: none).
+	changed  *LayoutChange
 	observed int64
 	segments []int64 // live segment ids, ascending
 	// first holds, per live segment, a changelog offset at or below every record ever
@@ -81,6 +119,7 @@ func NewSegmented(inner Backend, store string, spec SegmentSpec) *Segmented {
 // Keys of the segment list.
 var (
 	observedKey   = []byte("observed")
+	intervalKey   = []byte("interval")
 	segmentPrefix = []byte("segment/")
 )
 
@@ -126,8 +165,30 @@ func (s *Segmented) state() (int64, []int64, error) {
 	return s.observed, s.segments, nil
 }
 
-// loadLocked reads the segment list and drops the segments it lists as expired (left by
-// a crash between a write and its drops).
+// Open loads the store's segment list and checks that its segments were cut with the
+// interval its retention gives now. If they were not, the store cannot be read: ids cut
+// with another interval put its live windows in the wrong segments, or below the oldest
+// live one. Open then empties the store — its checkpoint first, so that whatever a crash
+// interrupts, the next restore starts from the beginning of the changelog — and returns
+// what it found; the caller must restore the store from its changelog before using it.
+// With SegmentSpec.NoRebuild it fails with ErrSegmentLayout and changes nothing. A store
+// written before the interval was recorded is kept, and its interval recorded, when
+// every key lies in the segment the present interval gives it (one read of its keys);
+// otherwise it is treated as cut with another interval.
+//
+// Every read or write of the store opens it first; call Open before anything else
+// (before a restore reads the checkpoint) to learn of a change.
+func (s *Segmented) Open() (*LayoutChange, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.loadLocked(); err != nil {
+		return nil, err
+	}
+	return s.changed, nil
+}
+
+// loadLocked reads the segment list, checks its interval (checkLayoutLocked), and drops
+// the segments it lists as expired (left by a crash between a write and its drops).
 func (s *Segmented) loadLocked() error {
 	if s.loaded {
 		return nil
@@ -136,12 +197,14 @@ func (s *Segmented) loadLocked() error {
 	if err != nil {
 		return s.fail("read the segment list", err)
 	}
-	observed, segs, first := int64(NoObservedTime), []int64(nil), map[int64]int64{}
+	observed, segs, first, interval := int64(NoObservedTime), []int64(nil), map[int64]int64{}, int64(0)
 	for it.Next() {
 		k, v := it.Key(), it.Value()
 		switch {
 		case bytes.Equal(k, observedKey) && len(v) == 8:
 			observed = int64(binary.BigEndian.Uint64(v))
+		case bytes.Equal(k, intervalKey) && len(v) == 8:
+			interval = int64(binary.BigEndian.Uint64(v))
 		case bytes.HasPrefix(k, segmentPrefix) && len(k) == len(segmentPrefix)+8:
 			id := int64(binary.BigEndian.Uint64(k[len(segmentPrefix):]))
 			segs = append(segs, id)
@@ -158,8 +221,100 @@ func (s *Segmented) loadLocked() error {
 		return s.fail("read the segment list", err)
 	}
 	slices.Sort(segs) // big-endian ids of non-negative times sort as the bytes do; be sure
-	s.observed, s.segments, s.first, s.loaded = observed, segs, first, true
+	s.observed, s.segments, s.first = observed, segs, first
+	if err := s.checkLayoutLocked(interval); err != nil {
+		return err
+	}
+	s.loaded = true
+	// Expiry only now, by the interval the segments were cut with.
 	return s.dropExpiredLocked()
+}
+
+// checkLayoutLocked compares the interval recorded in the list (0: none) with the
+// store's, and empties the store for a rebuild when its segments were cut with another
+// (see Open).
+func (s *Segmented) checkLayoutLocked(recorded int64) error {
+	switch {
+	case recorded == s.interval:
+		s.recorded = true
+		return nil
+	case len(s.segments) == 0:
+		// Nothing is placed by any interval: the next write records the store's.
+		s.recorded = false
+		return nil
+	case recorded == 0:
+		fits, err := s.keysFitLocked()
+		if err != nil {
+			return err
+		}
+		if fits {
+			entry := Entry{Key: intervalKey, Value: binary.BigEndian.AppendUint64(nil, uint64(s.interval))}
+			if err := s.inner.Write(Batch{Writes: map[string][]Entry{s.metaStore: {entry}}}); err != nil {
+				return s.fail("record the segment interval", err)
+			}
+			s.recorded = true
+			return nil
+		}
+	}
+	change := &LayoutChange{Store: s.store, Recorded: recorded, Interval: s.interval, Retention: s.spec.Retention}
+	if s.spec.NoRebuild {
+		return s.fail("open", fmt.Errorf("%w: %s; it cannot be rebuilt (it has no changelog, or, in the test driver, "+
+			"its changelog starts empty): start it with the previous retention (a windowed aggregation's store keeps "+
+			"its window size plus grace unless stream.Retention sets it), or delete the task's directory in the state "+
+			"dir, losing the store's content", ErrSegmentLayout, change.describe()))
+	}
+	if err := s.wipeLocked(); err != nil {
+		return err
+	}
+	s.changed = change
+	return nil
+}
+
+// describe says what a layout change is, for errors and logs.
+func (c *LayoutChange) describe() string {
+	now := fmt.Sprintf("its retention is now %v (segments %v long)", ms(c.Retention), ms(c.Interval))
+	if c.Recorded == 0 {
+		return "its segments were cut with an interval its file does not record (written before the interval was recorded), " +
+			"and some of its keys lie outside the segments of the present one; " + now
+	}
+	return fmt.Sprintf("its segments are %v long (a retention of %s), but %s", ms(c.Recorded), retentionOf(c.Recorded), now)
+}
+
+// String describes the change.
+func (c *LayoutChange) String() string { return fmt.Sprintf("store %q: %s", c.Store, c.describe()) }
+
+// retentionOf is the retention that gives a segment interval (SegmentInterval).
+func retentionOf(interval int64) string {
+	if interval <= 60_000 {
+		return "at most " + ms(2*60_000+1).String()
+	}
+	return "about " + ms(2*interval).String()
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// keysFitLocked reports whether every key of the listed segments lies in the segment
+// the store's interval gives its time: then the segments are the ones this interval
+// cuts, whatever interval wrote them. A key whose time cannot be read does not fit.
+func (s *Segmented) keysFitLocked() (bool, error) {
+	for _, id := range s.segments {
+		it, err := s.inner.Iterate(s.SegmentStore(id), nil, nil)
+		if err != nil {
+			return false, s.fail("read the segments", err)
+		}
+		fits := true
+		for fits && it.Next() {
+			ts, err := s.spec.Time(it.Key())
+			fits = err == nil && s.SegmentID(ts) == id
+		}
+		if err := errors.Join(it.Err(), it.Close()); err != nil {
+			return false, s.fail("read the segments", err)
+		}
+		if !fits {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func (s *Segmented) fail(op string, err error) error {
@@ -233,6 +388,9 @@ func (s *Segmented) translate(into *Batch, entries []Entry, atLeast int64) (pend
 		}
 		times[i], observed = ts, max(observed, ts)
 	}
+	s.mu.RLock()
+	recorded := s.recorded
+	s.mu.RUnlock()
 	p := pendingWrite{observed: observed, segments: slices.Clone(segs), first: map[int64]int64{}}
 	// Every record of this write comes after the store's checkpoint in its changelog (the
 	// changelog's end when the store was last written), so a segment made now has its
@@ -266,6 +424,11 @@ func (s *Segmented) translate(into *Batch, entries []Entry, atLeast int64) (pend
 	if observed != before {
 		list = append(list, Entry{Key: observedKey, Value: binary.BigEndian.AppendUint64(nil, uint64(observed))})
 	}
+	if !recorded {
+		// The interval goes with the first write that may make a segment: ids are
+		// never on disk without it.
+		list = append(list, Entry{Key: intervalKey, Value: binary.BigEndian.AppendUint64(nil, uint64(s.interval))})
+	}
 	if len(list) > 0 {
 		SortEntries(list)
 		into.Writes[s.metaStore] = append(into.Writes[s.metaStore], list...)
@@ -277,7 +440,7 @@ func (s *Segmented) translate(into *Batch, entries []Entry, atLeast int64) (pend
 func (s *Segmented) apply(p pendingWrite) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.observed, s.segments = p.observed, p.segments
+	s.observed, s.segments, s.recorded = p.observed, p.segments, true
 	maps.Copy(s.first, p.first)
 	return s.dropExpiredLocked()
 }
@@ -414,18 +577,43 @@ func (s *Segmented) TrimOffset() (int64, bool, error) {
 	return least, least > 0, nil
 }
 
-// Checkpoint is the inner backend's checkpoint of the store.
-func (s *Segmented) Checkpoint(store string) (int64, bool, error) { return s.inner.Checkpoint(store) }
+// Checkpoint is the inner backend's checkpoint of the store, read after the store is
+// opened: a store emptied by Open for a rebuild has none, so a restore reads its
+// changelog from the start, never only the tail after a checkpoint of the old layout.
+func (s *Segmented) Checkpoint(store string) (int64, bool, error) {
+	if store == s.store {
+		if _, _, err := s.state(); err != nil {
+			return 0, false, err
+		}
+	}
+	return s.inner.Checkpoint(store)
+}
 
-// Wipe empties the store: every listed segment, the list, and its checkpoint.
+// Wipe empties the store: its checkpoint, every listed segment, and the list.
 func (s *Segmented) Wipe(store string) error {
 	if store != s.store {
 		return s.inner.Wipe(store)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// The list, read without dropping anything: every segment it names is wiped.
-	s.loaded = false
+	s.loaded = false // until the wipe is done: a failed one leaves the list to be read again
+	if err := s.wipeLocked(); err != nil {
+		return err
+	}
+	s.loaded = true
+	return nil
+}
+
+// wipeLocked empties the store, in an order that a crash anywhere leaves a store that
+// is restored from the changelog's start: the checkpoint first (without it the next
+// restore wipes the store again), then the segments the list names, then the list, so
+// no segment outlives its entry in the list.
+func (s *Segmented) wipeLocked() error {
+	if err := s.inner.Wipe(s.store); err != nil {
+		return s.fail("wipe", err)
+	}
+	// The list as it is on disk, read without dropping anything: every segment it names
+	// is wiped.
 	it, err := s.inner.Iterate(s.metaStore, segmentPrefix, nil)
 	if err != nil {
 		return s.fail("wipe", err)
@@ -447,10 +635,7 @@ func (s *Segmented) Wipe(store string) error {
 	if err := s.inner.Wipe(s.metaStore); err != nil {
 		return s.fail("wipe", err)
 	}
-	if err := s.inner.Wipe(s.store); err != nil {
-		return err
-	}
-	s.observed, s.segments, s.first, s.loaded = NoObservedTime, nil, map[int64]int64{}, true
+	s.observed, s.segments, s.first, s.recorded = NoObservedTime, nil, map[int64]int64{}, false
 	return nil
 }
 

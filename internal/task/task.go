@@ -64,9 +64,16 @@ type Config struct {
 	// InMemory stores go to MemoryBackend (made when nil).
 	Stores        *kvstore.Set
 	MemoryBackend kvstore.Backend
-	Collector     Collector
-	Logger        *slog.Logger
-	StoreMetrics  kvstore.Metrics
+	// StoresRestored says that the caller restores every store with a changelog from it
+	// after New and before Init (the runtime does; the test driver, whose changelogs
+	// start empty, does not). A window or session store found cut into time segments of
+	// another interval (its retention changed: a windowed aggregation's follows its
+	// grace) is then emptied, to be rebuilt by that restore; otherwise, and for a store
+	// without a changelog, New fails (kvstore.Segmented.Open).
+	StoresRestored bool
+	Collector      Collector
+	Logger         *slog.Logger
+	StoreMetrics   kvstore.Metrics
 	// GlobalBackend holds the graph's global stores (graph.GlobalStore), which the
 	// task's processors read; kept up to date by its owner, never written by the task.
 	GlobalBackend kvstore.Backend
@@ -161,7 +168,21 @@ func New(cfg Config) (*Task, error) {
 			be = cfg.MemoryBackend
 		}
 		if st.Segments != nil {
-			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, kvstore.NewSegmented(be, st.Name, *st.Segments))
+			spec := *st.Segments
+			spec.NoRebuild = !cfg.StoresRestored || (!st.Logged && st.SourceTopic == "")
+			seg := kvstore.NewSegmented(be, st.Name, spec)
+			// Before anything reads the store (a restore its checkpoint): its segment
+			// ids mean something only with the interval they were cut with.
+			changed, openErr := seg.Open()
+			if openErr != nil {
+				cancel()
+				return nil, fmt.Errorf("task %s: %w", cfg.ID, openErr)
+			}
+			if changed != nil {
+				t.logger.Warn("store emptied: its time segments were cut for another retention; it is rebuilt from its changelog",
+					"store", st.Name, "change", changed.String())
+			}
+			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, seg)
 		} else {
 			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, be)
 		}

@@ -168,8 +168,8 @@ func TestSegmentExpiryDropsTheBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := buckets(t, dir)
-	want := map[string]int64{"w/segment-1": 1, "w/segment-2": 1, "w/segments": 3} // 2 segments + observed
-	if len(got) != len(want) || got["w/segment-1"] != 1 || got["w/segment-2"] != 1 || got["w/segments"] != 3 {
+	want := map[string]int64{"w/segment-1": 1, "w/segment-2": 1, "w/segments": 4} // 2 segments + observed + interval
+	if len(got) != len(want) || got["w/segment-1"] != 1 || got["w/segment-2"] != 1 || got["w/segments"] != 4 {
 		t.Fatalf("buckets of w in the file: %v, want %v (segment 0 dropped)", got, want)
 	}
 }

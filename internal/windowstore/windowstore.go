@@ -31,7 +31,10 @@
 //
 // The committed observed stream time is kept with the data (the segment list, written in
 // the same backend write as the flush or restore batch that advances it), so a store
-// opened with data knows it, and its live segments, without reading a segment. The store
+// opened with data knows it, and its live segments, without reading a segment. The
+// list also records the segment interval: a store opened with another (its retention
+// changed, as a changed grace changes a windowed aggregation's) is emptied and rebuilt
+// from its changelog (kvstore.Segmented.Open), never read by the wrong interval. The store
 // adds the times of the puts buffered since the last commit; an aborted transaction
 // drops them with the writes, and segments are dropped only after a write committed,
 // so the backend never runs ahead of the changelog.
