@@ -193,9 +193,13 @@ func Topology(n Names, buckets int, w WindowParams, finals bool, j JoinParams) (
 
 	topology.AddProcessor(b, "operator-start", operatorStartSupplier(), "input")
 	windows := input.GroupByKey(str, i64).WindowedBy(window.Tumbling(w.Size(), w.Grace()))
+	winOpts := []stream.Option{stream.Materialized(StoreWindow), stream.WithoutCaching()}
+	if w.RetentionMs > 0 {
+		winOpts = append(winOpts, stream.Retention(time.Duration(w.RetentionMs)*time.Millisecond))
+	}
 	agg := stream.WindowedAggregate(windows, func() WinAgg { return WinAgg{} },
 		func(_ string, v int64, a WinAgg) WinAgg { return WinAgg{Count: a.Count + 1, Sum: a.Sum + v, Last: v} },
-		WinAggSerde(), stream.Materialized(StoreWindow), stream.WithoutCaching())
+		WinAggSerde(), winOpts...)
 	winKeys, winValues := window.TimeWindowedSerde(str, w.Size()), serde.Nullable(WinAggSerde())
 	stream.ToStream(agg).To(n.WinUpdates, winKeys, winValues)
 	if finals {

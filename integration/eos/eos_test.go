@@ -140,6 +140,41 @@ func TestShortMode(t *testing.T) {
 	})
 }
 
+// TestShortModeRetentionChange restarts every instance that a kill or a stop faults with
+// its window store's retention switched between the default (size + grace + a minute:
+// 60 s segments) and 10 minutes (5-minute segments): what a restart with another grace
+// does to the store (issue 22). The restarted instance finds its window stores cut with
+// the other interval and rebuilds them from their changelogs, while the other instance
+// keeps its own, and tasks move between them; every window update and final result must
+// still equal its recomputation. Before the interval was recorded, segment ids were
+// read with the wrong interval: live windows were dropped at open (then trimmed from
+// the changelog) or looked for in the wrong segment, and counted again from nothing.
+func TestShortModeRetentionChange(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		t.Parallel()
+		ctx := testContext(t, 5*time.Minute)
+		res := run(t, ctx, eos.Config{
+			Brokers: c.Addrs(), Prefix: c.Unique("eos-ret"), Seed: seedFor(t),
+			Records: 10000, Keys: 100, Partitions: 4, Buckets: 8, Instances: 2,
+			Faults: 4, FaultKinds: []eos.FaultKind{eos.Kill, eos.Term}, Finals: true,
+			RetentionChange: 10 * time.Minute,
+		})
+		t.Logf("%d restarts with another window store retention, %d stores rebuilt from their changelogs", res.RetentionChanges, res.StoreRebuilds)
+		if !res.OK() {
+			t.Errorf("%s", res.Summary())
+		}
+		if res.RetentionChanges != res.Kills+res.Stops || res.RetentionChanges < 4 {
+			t.Errorf("%d restarts with another retention after %d kills and %d stops; want one per kill or stop, at least 4", res.RetentionChanges, res.Kills, res.Stops)
+		}
+		if res.StoreRebuilds == 0 {
+			t.Error("no instance rebuilt a window store cut with another interval: the run did not test the layout change")
+		}
+		if res.Report.WindowUpdates == 0 || res.Report.FinalWindows == 0 {
+			t.Errorf("%s: want window updates and final results, each checked", res.Report.WindowSummary())
+		}
+	})
+}
+
 // TestShortModeBrokerRestart kills the broker with kill -9 during a run and restarts
 // it. It needs a broker of its own (killing the shared one would break the tests of
 // other packages): it starts one with integration/kafka.sh on free ports, so it runs

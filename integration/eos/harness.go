@@ -83,6 +83,17 @@ type Config struct {
 	// Join are the stream–stream join's windows; zero: no join (the driver writes no
 	// Right records).
 	Join JoinParams
+	// RetentionChange, when set, restarts every instance that a kill or a stop faults
+	// with its windowed aggregation's store retention switched between the default
+	// (Windows.RetentionMs) and this: a restart with another grace, as far as the store
+	// is concerned. A retention above two minutes changes the store's segment interval
+	// (max(retention/2, 60 s)), so the restarted instance finds its window stores cut
+	// with another interval and rebuilds them from their changelogs (Result.
+	// StoreRebuilds counts them) while the other instances go on with theirs. The grace
+	// itself stays, so every record's lateness, and with it the verifier's
+	// recomputation, is what it was: a changed grace would change which records the
+	// restarted instance drops as late, and so what the verifier expects.
+	RetentionChange time.Duration
 	// CatchUpTimeout bounds the wait, after the last record and fault, for the
 	// application to process everything; default 3 min.
 	CatchUpTimeout time.Duration
@@ -113,6 +124,11 @@ type Result struct {
 	// instance that exited on its own, one that did not stop on SIGTERM, an
 	// application that did not catch up.
 	Anomalies []string
+	// RetentionChanges counts the restarts with another window store retention
+	// (Config.RetentionChange); StoreRebuilds the stores the instances emptied at such a
+	// restart, to rebuild them from their changelogs (task.StoreRebuildMsg lines).
+	RetentionChanges int
+	StoreRebuilds    int
 	// DeadMembersRemoved counts the group members of dead processes that the broker
 	// kept and the harness removed (removeDeadMembers); 0 on real Kafka.
 	DeadMembersRemoved int
@@ -199,7 +215,12 @@ func (c *Config) defaults() error {
 		c.CommitInterval = 100 * time.Millisecond
 	}
 	if c.Windows.SizeMs == 0 && c.Clock.StepMs == 0 {
+		retention := c.Windows.RetentionMs
 		c.Clock, c.Windows = TimeFor(c.Records, c.Keys, c.Seed, time.Now())
+		c.Windows.RetentionMs = retention
+	}
+	if least := c.Windows.SizeMs + c.Windows.GraceMs; c.RetentionChange > 0 && c.RetentionChange.Milliseconds() < least {
+		return fmt.Errorf("eos: RetentionChange %v: want at least the windows' size plus grace, %d ms", c.RetentionChange, least)
 	}
 	if c.CatchUpTimeout <= 0 {
 		c.CatchUpTimeout = 3 * time.Minute
@@ -407,6 +428,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	o.OperatorStarts = map[int32][]int64{}
 	for _, in := range h.instances {
 		for _, p := range in.processes() {
+			h.res.StoreRebuilds += p.storeRebuildCount()
 			for _, s := range p.operatorStartEvents() {
 				o.OperatorStarts[s.partition] = append(o.OperatorStarts[s.partition], s.offset)
 			}
@@ -593,7 +615,16 @@ func (h *harness) inject(ctx context.Context, f Fault) error {
 		if err := h.sleepUntil(ctx, time.Since(h.began)+f.Down); err != nil {
 			return err
 		}
-		h.logger.Info("eos: restarting", "instance", in.cfg.Name, "at", h.elapsed())
+		if h.cfg.RetentionChange > 0 {
+			// Switch the window store's retention: its segment interval changes with it.
+			if in.cfg.Windows.RetentionMs == h.cfg.RetentionChange.Milliseconds() {
+				in.cfg.Windows.RetentionMs = h.cfg.Windows.RetentionMs
+			} else {
+				in.cfg.Windows.RetentionMs = h.cfg.RetentionChange.Milliseconds()
+			}
+			h.res.RetentionChanges++
+		}
+		h.logger.Info("eos: restarting", "instance", in.cfg.Name, "at", h.elapsed(), "window_retention_ms", in.cfg.Windows.RetentionMs)
 		if err := in.start(afterKill); err != nil {
 			return err
 		}

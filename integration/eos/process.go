@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/eddy-streams/eddy/internal/task"
 )
 
 // Launcher says how to start an instance process: the harness runs Exe with Args and
@@ -61,8 +63,10 @@ type process struct {
 	restores []RestoreEvent
 	// operatorStarts are the OperatorStartMsg lines the process logged.
 	operatorStarts []operatorStartAt
-	tail           [][]byte // last log lines
-	file           *os.File
+	// storeRebuilds counts the task.StoreRebuildMsg lines it logged.
+	storeRebuilds int
+	tail          [][]byte // last log lines
+	file          *os.File
 	// races are the race detector's reports in the log (instances built with -race);
 	// race is the one being read.
 	races []string
@@ -127,6 +131,9 @@ func (p *process) Write(b []byte) (int, error) {
 		if part, off, ok := parseOperatorStartLine(line); ok {
 			p.operatorStarts = append(p.operatorStarts, operatorStartAt{part, off})
 		}
+		if bytes.Contains(line, storeRebuildLine) {
+			p.storeRebuilds++
+		}
 		switch {
 		case string(line) == raceBegin:
 			p.race = []string{raceBegin}
@@ -156,6 +163,15 @@ func (p *process) restoreEvents() []RestoreEvent {
 type operatorStartAt struct {
 	partition int32
 	offset    int64
+}
+
+// storeRebuildLine is how a JSON log line of task.StoreRebuildMsg reads.
+var storeRebuildLine = []byte(`"msg":"` + task.StoreRebuildMsg + `"`)
+
+func (p *process) storeRebuildCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.storeRebuilds
 }
 
 func (p *process) operatorStartEvents() []operatorStartAt {

@@ -32,9 +32,13 @@ const (
 )
 
 // WindowParams are the tumbling windows of the windowed aggregation, in milliseconds.
+// RetentionMs is its store's retention (stream.Retention); 0 is the DSL's default (size
+// plus grace, plus a minute with final results). It decides the store's segment
+// interval but no record's lateness, so the verifier does not use it.
 type WindowParams struct {
-	SizeMs  int64 `json:"size_ms"`
-	GraceMs int64 `json:"grace_ms"`
+	SizeMs      int64 `json:"size_ms"`
+	GraceMs     int64 `json:"grace_ms"`
+	RetentionMs int64 `json:"retention_ms,omitempty"`
 }
 
 // Size and Grace as durations.

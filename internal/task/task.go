@@ -87,6 +87,11 @@ type Config struct {
 	OnBadRecord func(policy ErrorPolicy, rec graph.RawRecord, err error)
 }
 
+// StoreRebuildMsg is the message of the warning New logs for a store it emptied, to be
+// rebuilt from its changelog, because its time segments were cut with another interval
+// (the exactly-once harness counts these lines).
+const StoreRebuildMsg = "store emptied: its time segments were cut for another retention; it is rebuilt from its changelog"
+
 // Task is one sub-topology on one partition. It is not safe for concurrent use: one
 // goroutine owns it.
 type Task struct {
@@ -179,8 +184,7 @@ func New(cfg Config) (*Task, error) {
 				return nil, fmt.Errorf("task %s: %w", cfg.ID, openErr)
 			}
 			if changed != nil {
-				t.logger.Warn("store emptied: its time segments were cut for another retention; it is rebuilt from its changelog",
-					"store", st.Name, "change", changed.String())
+				t.logger.Warn(StoreRebuildMsg, "store", st.Name, "change", changed.String())
 			}
 			buf, err = cfg.Stores.RegisterIn(st.Name, st.Logged, seg)
 		} else {

@@ -108,6 +108,7 @@ func run(args []string) int {
 	workDir := fs.String("work-dir", "", "where logs, state dirs and the report go (default: a new temporary dir, kept)")
 	verbose := fs.Bool("v", false, "debug logs from the instances")
 	finals := fs.Bool("finals", true, "the application also emits the windowed aggregation's final results (suppressed until each window closes), checked by the verifier")
+	retentionChange := fs.Duration("retention-change", 0, "restart every instance a kill or a stop faults with its window store's retention switched between the default and this (above 2m: another segment interval, as a changed grace gives; the store is rebuilt from its changelog); 0: never")
 	join := fs.Bool("join", true, "the driver also writes a right topic and the application joins it with the input (a stream–stream join), checked by the verifier")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -129,7 +130,7 @@ func run(args []string) int {
 		Partitions: int32(orDefault(*partitions, p.partitions)), Buckets: *buckets,
 		Instances: *instances, CommitInterval: *commit, AtLeastOnce: *alo, SessionTimeout: *session, TransactionTimeout: *txnTimeout,
 		Faults: p.faults, FaultGap: p.gap, Span: *span, Seed: *seed, CatchUpTimeout: *catchUp,
-		DebugInstances: *verbose, Logger: logger, Finals: *finals,
+		DebugInstances: *verbose, Logger: logger, Finals: *finals, RetentionChange: *retentionChange,
 	}
 	if *join {
 		cfg.Join = eos.JoinFor(cfg.Records, cfg.Keys)
@@ -271,6 +272,9 @@ func run(args []string) int {
 	fmt.Fprintf(os.Stderr, "eos-verify: seed %d, %d tail restores checked (%d from a trimmed window changelog), took %v, work dir %s\n",
 		cfg.Seed, res.Report.TailRestores, res.Report.TrimmedRestores, res.Duration.Round(time.Second), cfg.WorkDir)
 	fmt.Fprintln(os.Stderr, "eos-verify:", res.Report.WindowSummary())
+	if cfg.RetentionChange > 0 {
+		fmt.Fprintf(os.Stderr, "eos-verify: %d restarts with another window store retention, %d stores rebuilt from their changelogs\n", res.RetentionChanges, res.StoreRebuilds)
+	}
 	fmt.Println(res.Summary())
 	if !res.OK() {
 		return 1
