@@ -286,7 +286,7 @@ func (c *LayoutChange) String() string { return fmt.Sprintf("store %q: %s", c.St
 // retentionOf is the retention that gives a segment interval (SegmentInterval).
 func retentionOf(interval int64) string {
 	if interval <= 60_000 {
-		return "at most " + ms(2*60_000+1).String()
+		return "2 minutes or less"
 	}
 	return "about " + ms(2*interval).String()
 }
