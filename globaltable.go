@@ -209,7 +209,10 @@ func (g *globalState) catchUpPartition(ctx context.Context, client sarama.Client
 		// The records below the log start are gone (retention, or a topic made
 		// anew): what the store holds of them cannot be told apart from the rest.
 		// Kafka Streams wipes the store and reads it again; here too, for every
-		// partition of the store.
+		// partition of the store. The wipe forgets every partition's checkpoint in
+		// the same write as the data (kvstore.Backend.Wipe): a crash or an error
+		// before every partition was read again leaves the rest to be read from
+		// their log start, not from checkpoints past records the store lost.
 		if known || from > 0 {
 			g.logger.Warn("global store is behind its topic's log start; reading it again from the start",
 				"store", gs.Store.Name, "topic", gs.Topic, "partition", p, "checkpoint", from, "log_start", start)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
+	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/statestore"
 )
 
@@ -26,7 +28,10 @@ type Backend interface {
 	// Checkpoint returns the changelog offset store reflects (the next offset to read),
 	// and false when the store has none.
 	Checkpoint(store string) (offset int64, ok bool, err error)
-	// Wipe empties store and forgets its checkpoint.
+	// Wipe empties store and forgets every checkpoint that describes its data: its own
+	// and those of its partitions (names.GlobalCheckpoint: a global store keeps one per
+	// partition of its topic), atomically with the data. A checkpoint that outlived its
+	// data would make the next read start past records the store no longer holds.
 	Wipe(store string) error
 	// Close releases the backend (and its file lock).
 	Close() error
@@ -218,6 +223,12 @@ func (b *memoryBackend) Wipe(store string) error {
 	}
 	delete(b.stores, store)
 	delete(b.checkpoints, store)
+	prefix := names.GlobalCheckpointPrefix(store)
+	for name := range b.checkpoints {
+		if strings.HasPrefix(name, prefix) {
+			delete(b.checkpoints, name)
+		}
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/eddy-streams/eddy/internal/flock"
+	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/statestore"
 )
 
@@ -810,9 +811,35 @@ func (b *boltBackend) Wipe(store string) error {
 					}
 				}
 			}
+			if err := deletePartitionCheckpoints(tx, store); err != nil {
+				return err
+			}
 			return dropStaging(tx, store) // an interrupted bulk restore's
 		})
 	})
+}
+
+// deletePartitionCheckpoints deletes the checkpoints of store's partitions
+// (names.GlobalCheckpoint) in the wipe's transaction: kept, they would send the next
+// read of those partitions past records the wiped store no longer holds.
+func deletePartitionCheckpoints(tx *bolt.Tx, store string) error {
+	meta := tx.Bucket(metaBucket)
+	if meta == nil {
+		return nil
+	}
+	prefix := []byte(names.GlobalCheckpointPrefix(store))
+	var keys [][]byte
+	c := meta.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	// Deleted after the walk: a bbolt cursor may skip keys deleted under it.
+	for _, k := range keys {
+		if err := meta.Delete(k); err != nil {
+			return fmt.Errorf("store %q: checkpoint %q: %w", store, k, err)
+		}
+	}
+	return nil
 }
 
 // Close syncs the file (in NoSync mode), closes it, records a clean close in the state

@@ -27,5 +27,10 @@ func OffsetsStore(subtopology int) string {
 // the global backend: the offset the store reflects of that partition. ':' cannot be
 // in a store name, so it names no store.
 func GlobalCheckpoint(store string, partition int32) string {
-	return "global:" + store + ":" + strconv.Itoa(int(partition))
+	return GlobalCheckpointPrefix(store) + strconv.Itoa(int(partition))
 }
+
+// GlobalCheckpointPrefix begins the name of every partition checkpoint of store
+// (GlobalCheckpoint), and no other store's: ':' cannot be in a store name. A backend's
+// Wipe of store forgets the checkpoints under it with the data they describe.
+func GlobalCheckpointPrefix(store string) string { return "global:" + store + ":" }
