@@ -35,7 +35,8 @@ type Result struct {
 	// several times within one fetch is applied once, with its last value).
 	Records int64
 	// Wiped is true when the store was emptied first: it had no checkpoint, or its
-	// checkpoint was outside the changelog (the topic was recreated or truncated).
+	// checkpoint was outside the changelog (the topic was recreated or truncated) or
+	// recorded for an earlier topic of the changelog's name (another topic ID).
 	Wiped    bool
 	Duration time.Duration
 }

@@ -33,6 +33,13 @@ type Backend interface {
 	// partition of its topic), atomically with the data. A checkpoint that outlived its
 	// data would make the next read start past records the store no longer holds.
 	Wipe(store string) error
+	// ChangelogID returns the ID of the changelog topic whose offsets the store's
+	// checkpoint counts, and false when none is recorded (a store written before eddy
+	// recorded them, or wiped since).
+	ChangelogID(store string) (id [16]byte, ok bool, err error)
+	// SetChangelogID records the ID of the changelog topic the store's data and
+	// checkpoint come from. Wipe forgets it.
+	SetChangelogID(store string, id [16]byte) error
 	// Close releases the backend (and its file lock).
 	Close() error
 }
@@ -73,14 +80,15 @@ type BytesIterator interface {
 // process, so a task using it restores its stores from the changelogs on every start.
 // It serves tests and small, rebuildable state.
 func NewMemoryBackend() Backend {
-	return &memoryBackend{stores: map[string]*memStore{}, checkpoints: map[string]int64{}}
+	return &memoryBackend{stores: map[string]*memStore{}, checkpoints: map[string]int64{}, changelogIDs: map[string][16]byte{}}
 }
 
 type memoryBackend struct {
-	mu          sync.RWMutex
-	closed      bool
-	stores      map[string]*memStore
-	checkpoints map[string]int64
+	mu           sync.RWMutex
+	closed       bool
+	stores       map[string]*memStore
+	checkpoints  map[string]int64
+	changelogIDs map[string][16]byte
 }
 
 type memStore struct {
@@ -223,6 +231,7 @@ func (b *memoryBackend) Wipe(store string) error {
 	}
 	delete(b.stores, store)
 	delete(b.checkpoints, store)
+	delete(b.changelogIDs, store)
 	prefix := names.GlobalCheckpointPrefix(store)
 	for name := range b.checkpoints {
 		if strings.HasPrefix(name, prefix) {

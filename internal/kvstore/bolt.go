@@ -54,6 +54,10 @@ var (
 	// emptyKeyBucket holds the value of each store's empty key (bbolt refuses empty
 	// keys; Kafka and the memory backend do not): store name → value.
 	emptyKeyBucket = []byte("__eddy_empty_key")
+	// changelogIDBucket holds the ID of each store's changelog topic (the topic its
+	// checkpoint counts offsets of): store name → 16 bytes. Files written before it
+	// existed have none.
+	changelogIDBucket = []byte("__eddy_changelog_id")
 )
 
 const reservedPrefix = "__eddy_"
@@ -804,7 +808,7 @@ func (b *boltBackend) Wipe(store string) error {
 			if err := tx.DeleteBucket([]byte(store)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return err
 			}
-			for _, name := range [][]byte{metaBucket, emptyKeyBucket} {
+			for _, name := range [][]byte{metaBucket, emptyKeyBucket, changelogIDBucket} {
 				if bk := tx.Bucket(name); bk != nil {
 					if err := bk.Delete([]byte(store)); err != nil {
 						return err

@@ -1,6 +1,7 @@
 package kvstore
 
 import (
+	"context"
 	"testing"
 
 	"github.com/eddy-streams/eddy/internal/names"
@@ -51,5 +52,54 @@ func TestWipeForgetsThePartitionCheckpoints(t *testing.T) {
 				t.Errorf("after Wipe(g) the store holds %d keys (%v)", n, err)
 			}
 		})
+	}
+}
+
+// TestChangelogID: the ID of a store's changelog is kept across a reopen and a tail
+// merged in a new file (NewBulkTailRestorer), is the inner backend's for a store in time
+// segments, and Wipe forgets it with the checkpoint it describes; other stores keep
+// theirs.
+func TestChangelogID(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := openTestBolt(t, dir, BoltOptions{NoSync: true})
+	idS, idT := [16]byte{1, 2, 3}, [16]byte{9, 8, 7}
+	if _, ok, err := b.ChangelogID("s"); err != nil || ok {
+		t.Fatalf("a new store has a changelog ID: %v (%v)", ok, err)
+	}
+	for store, id := range map[string][16]byte{"s": idS, "t": idT} {
+		if err := b.SetChangelogID(store, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(t, b, "s", 3, "k1", "v1", "k2", "v2")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = openTestBolt(t, dir, BoltOptions{NoSync: true})
+	defer b.Close()
+	br, err := NewBulkTailRestorer(b, "s", BulkRestorerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Add([]Entry{{Key: []byte("k3"), Value: []byte("v3")}}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Finish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	seg := NewSegmented(b, "s", SegmentSpec{Retention: 1000, Time: func([]byte) (int64, error) { return 0, nil }})
+	for _, be := range []Backend{b, seg} {
+		if id, ok, err := be.ChangelogID("s"); err != nil || !ok || id != idS {
+			t.Fatalf("%T: after a reopen and a tail merge the changelog ID of s is %x %v (%v), want %x", be, id, ok, err, idS)
+		}
+	}
+	if err := b.Wipe("s"); err != nil {
+		t.Fatal(err)
+	}
+	if id, ok, err := b.ChangelogID("s"); err != nil || ok {
+		t.Fatalf("after Wipe(s) the changelog ID of s is still there: %x (%v)", id, err)
+	}
+	if id, ok, err := b.ChangelogID("t"); err != nil || !ok || id != idT {
+		t.Fatalf("Wipe(s) touched the changelog ID of t: %x %v (%v)", id, ok, err)
 	}
 }

@@ -161,8 +161,8 @@ func afterMarkers(checkpoint, lastStable int64) start {
 
 // Restore brings store (kept in backend) up to the last stable offset of partition of
 // its changelog topic, starting at the store's checkpoint. With no checkpoint, one below
-// the log start, or one above the high-water mark (the topic was recreated), the store
-// is wiped and read from the start, in key order when the backend supports it (see
+// the log start, one above the high-water mark or one recorded for another topic ID
+// (the topic was recreated; topicid.go), the store is wiped and read from the start, in key order when the backend supports it (see
 // Restorer.FromEmpty; such a restore keeps no progress when interrupted: the store stays
 // empty with no checkpoint). A checkpoint between the last stable offset and the
 // high-water mark means markers pending: Restore waits for them (MarkersWait) and fails
@@ -196,6 +196,8 @@ type restoreRun struct {
 	began     time.Time
 	res       changelog.Result
 	from, end int64
+	// topicID is the changelog's current topic ID (zero: the broker gives none).
+	topicID sarama.Uuid
 	// Fetched batches go to sr, which gathers them into large sorted writes with their
 	// checkpoints, or, for a store restored from empty, to bulk, which builds the store
 	// in key order (kvstore.BulkRestorer).
@@ -212,6 +214,9 @@ func (run *restoreRun) fail(what string, err error) error {
 
 func (run *restoreRun) restore(ctx context.Context) error {
 	if err := run.plan(ctx); err != nil {
+		return err
+	}
+	if err := run.recordTopicID(); err != nil {
 		return err
 	}
 	run.res.From, run.res.To = run.from, run.end
@@ -241,9 +246,9 @@ func (run *restoreRun) plan(ctx context.Context) error {
 	if err != nil {
 		return run.fail("", err)
 	}
-	cp, ok, err := run.backend.Checkpoint(run.store)
+	cp, ok, err := run.checkpoint()
 	if err != nil {
-		return run.fail("read checkpoint", err)
+		return err
 	}
 	if run.r.HasUntil && run.r.Until < end {
 		end = run.r.Until
@@ -428,6 +433,9 @@ func (run *restoreRun) startOver() (int64, error) {
 	}
 	if err := run.backend.Wipe(run.store); err != nil {
 		return 0, run.fail("wipe", err)
+	}
+	if err := run.recordTopicID(); err != nil { // the wipe forgot it
+		return 0, err
 	}
 	logStart, end, err := kread.EndOffsets(run.r.Client, run.topic, run.partition)
 	if err != nil {
