@@ -81,6 +81,15 @@ type Config struct {
 	// TransactionTimeout bounds how long the transaction of a crashed instance can
 	// block read_committed readers; default 10 s (as Kafka Streams).
 	TransactionTimeout time.Duration
+	// TaskTimeout bounds how long readying a task (restoring its stores, reading its
+	// offsets record) may keep failing with errors that can pass — a broker or
+	// coordinator away, commit markers pending, a topic missing — before the
+	// application stops with an error naming the task, what failed and this setting,
+	// as Kafka Streams gives up after task.timeout.ms; default 5 min (Kafka Streams'
+	// default). It counts from a task's first failed attempt in a session; a rebalance
+	// starts it again. Without it a changelog deleted under a running application made
+	// the tasks that moved retry every 5 s for ever.
+	TaskTimeout time.Duration
 	// RepartitionPurgeInterval is how often a task deletes the records of the
 	// repartition topics it reads below its committed offsets (DeleteRecords), as Kafka
 	// Streams does, and the records of its window and session stores' changelogs that
@@ -281,8 +290,14 @@ func (c *Config) commitDefaults() error {
 	if err := defaultDuration("StoreWriteInterval", &c.StoreWriteInterval, time.Second); err != nil {
 		return err
 	}
+	if err := defaultDuration("TaskTimeout", &c.TaskTimeout, defaultTaskTimeout); err != nil {
+		return err
+	}
 	return defaultDuration("RepartitionPurgeInterval", &c.RepartitionPurgeInterval, 30*time.Second)
 }
+
+// defaultTaskTimeout is Config.TaskTimeout's default: Kafka Streams' task.timeout.ms.
+const defaultTaskTimeout = 5 * time.Minute
 
 // defaultDuration refuses a negative duration and gives a zero one its default.
 func defaultDuration(setting string, d *time.Duration, def time.Duration) error {

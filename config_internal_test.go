@@ -41,3 +41,14 @@ func TestFetchSizeBounds(t *testing.T) {
 		}
 	}
 }
+
+// TaskTimeout defaults to Kafka Streams' task.timeout.ms, 5 min.
+func TestTaskTimeoutDefault(t *testing.T) {
+	cfg, err := Config{ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TaskTimeout != 5*time.Minute {
+		t.Errorf("default TaskTimeout %v, want 5m", cfg.TaskTimeout)
+	}
+}

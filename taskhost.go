@@ -68,12 +68,14 @@ type taskSettings struct {
 	// storeWriteInterval is how long committed store changes may be held in memory
 	// before they are written (Config.StoreWriteInterval).
 	storeWriteInterval time.Duration
-	badRecords         task.ErrorPolicy
-	deadLetterTopic    string
-	onRestore          func(processor.TaskID, changelog.Result)
-	producer           producer.Config // without a transactional ID
-	logger             *slog.Logger
-	metrics            *metrics.Metrics
+	// taskTimeout bounds the retries of a task's preparation (Config.TaskTimeout).
+	taskTimeout     time.Duration
+	badRecords      task.ErrorPolicy
+	deadLetterTopic string
+	onRestore       func(processor.TaskID, changelog.Result)
+	producer        producer.Config // without a transactional ID
+	logger          *slog.Logger
+	metrics         *metrics.Metrics
 	// commitSeam, if set, wraps every transaction's commit step (fault-injection
 	// tests); tasks tells the tasks whose work the transaction carries.
 	commitSeam func(tasks func() []processor.TaskID, next commitFunc) commitFunc
@@ -96,11 +98,12 @@ func (rt *runtime) taskSettings() taskSettings {
 		maxTaskIdle: cfg.MaxTaskIdle,
 		txnTimeout:  cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
 		storeNoSync: cfg.StoreNoSync, storeWriteInterval: cfg.StoreWriteInterval, badRecords: policy, deadLetterTopic: cfg.DeadLetterTopic,
-		onRestore:  cfg.OnRestore,
-		producer:   producer.Config{Brokers: cfg.Brokers, Sarama: rt.sc, TransactionTimeout: cfg.TransactionTimeout},
-		logger:     rt.logger,
-		metrics:    rt.metrics,
-		commitSeam: rt.app.commitSeam,
+		taskTimeout: cfg.TaskTimeout,
+		onRestore:   cfg.OnRestore,
+		producer:    producer.Config{Brokers: cfg.Brokers, Sarama: rt.sc, TransactionTimeout: cfg.TransactionTimeout},
+		logger:      rt.logger,
+		metrics:     rt.metrics,
+		commitSeam:  rt.app.commitSeam,
 	}
 }
 

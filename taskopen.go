@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
@@ -75,10 +76,12 @@ func (t *taskRunner) openBackend() (kvstore.Backend, error) {
 // kept across a rebalance has current stores and skips that), its offsets record read.
 // A failure that can pass (a broker or coordinator away or loading, commit markers
 // pending, a timeout) is retried with backoff while the session lives, as Kafka Streams
-// retries within task.timeout.ms; only a fatal one (authorization, an unsupported
-// version) is returned, and stops the application.
+// retries within task.timeout.ms, for up to Config.TaskTimeout from the first failure;
+// a fatal one (authorization, an unsupported version) is returned at once. Either
+// stops the application.
 func (t *taskRunner) prepare(ctx context.Context) error {
 	b := backoff.Backoff{Max: maxRecoverDelay}
+	var failingSince time.Time
 	for attempt := 1; ; attempt++ {
 		err := t.prepareOnce(ctx)
 		if err == nil || ctx.Err() != nil {
@@ -86,6 +89,13 @@ func (t *taskRunner) prepare(ctx context.Context) error {
 		}
 		if rec := classify(err); rec == fatalFailure || rec == taskMigrated {
 			return fmt.Errorf("task %s: preparing the task failed (%s), not retried: %w", t.id, rec, err)
+		}
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		if failing := time.Since(failingSince); failing >= t.cfg.taskTimeout {
+			return fmt.Errorf("task %s: preparing the task kept failing for %v (%d attempts), past Config.TaskTimeout (%v); giving up: %w",
+				t.id, failing.Round(time.Second), attempt, t.cfg.taskTimeout, err)
 		}
 		delay := b.Next()
 		t.logger.Warn("preparing the task failed; retrying", "error", err, "attempt", attempt, "retry_in", delay)
@@ -171,7 +181,7 @@ func (t *taskRunner) restoreStore(ctx context.Context, buf *kvstore.Buffer, name
 	res, err := r.Restore(ctx, buf.Backend(), name, topic, t.id.Partition)
 	t.metrics.Restored(name, res.Records)
 	if err != nil {
-		return fmt.Errorf("task %s: %w", t.id, err)
+		return fmt.Errorf("task %s: changelog %q partition %d: %w", t.id, topic, t.id.Partition, err)
 	}
 	if t.cfg.onRestore != nil {
 		t.cfg.onRestore(t.id, res)

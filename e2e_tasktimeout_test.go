@@ -1,0 +1,76 @@
+package eddy_test
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/kafkatest"
+)
+
+// TestDeletedChangelogStopsTheAppAfterTaskTimeout: a changelog deleted under a running
+// application makes every task that moves restore from a topic that is not there (an
+// instance creates the missing internal topics only when it starts). That failure can
+// pass (a topic being created), so it is retried, but not for ever, as it used to be (a
+// warning every 5 s): after Config.TaskTimeout the application stops with an error
+// naming the task, the topic and the setting.
+func TestDeletedChangelogStopsTheAppAfterTaskTimeout(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		e := newWordCount(t, c, 2)
+		e.produce(t, 20)
+		cfg := e.config(t)
+		cfg.TaskTimeout = 3 * time.Second
+		a := start(t, e.topo, cfg)
+		e.waitCountsWhileRunning(t, a, time.Minute, "the counts")
+		// A second instance takes half the tasks.
+		logsB := newLogCapture()
+		cfgB := e.config(t)
+		cfgB.Logger = slog.New(logsB)
+		b := start(t, e.topo, cfgB)
+		waitFor(t, time.Minute, "the second instance to get a task with the store", func() (bool, error) {
+			if err, done := b.exited(); done {
+				return false, fmt.Errorf("the second instance stopped: %v", err)
+			}
+			return len(logsB.grep("task running", "task=1_")) > 0, nil
+		})
+		changelog := e.appID + "-" + wordcount.StoreName + "-changelog"
+		admin, err := sarama.NewClusterAdmin(c.Addrs(), kafkatest.NewSaramaConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close()
+		if err := admin.DeleteTopic(changelog); err != nil {
+			t.Fatal(err)
+		}
+		// It leaves: its tasks go back to the first, which restores them from the
+		// deleted changelog.
+		if err := b.stop(); err != nil {
+			t.Fatalf("stopping the second instance: %v", err)
+		}
+		began := time.Now()
+		var runErr error
+		waitFor(t, time.Minute, "the first instance to give up", func() (bool, error) {
+			err, done := a.exited()
+			runErr = err
+			return done, nil
+		})
+		took := time.Since(began)
+		t.Logf("stopped after %v: %v", took.Round(100*time.Millisecond), runErr)
+		if runErr == nil {
+			t.Fatal("the instance stopped without an error")
+		}
+		for _, want := range []string{"task 1_", changelog, "Config.TaskTimeout"} {
+			if !strings.Contains(runErr.Error(), want) {
+				t.Errorf("the error does not name %q: %v", want, runErr)
+			}
+		}
+		if took < cfg.TaskTimeout {
+			t.Errorf("gave up after %v, before TaskTimeout %v", took, cfg.TaskTimeout)
+		}
+	})
+}
