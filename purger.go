@@ -33,7 +33,9 @@ import (
 // committed, or below a window store's live segments, whoever owns the task by then.
 // A failed request is retried after retryAfter with whatever was asked meanwhile; a
 // topic whose cleanup.policy refuses deletion (compact only) is reported once and left
-// alone. What is pending when the runtime stops is dropped: the next owner asks again.
+// alone; an offset past its partition's end (asked for a topic since deleted and
+// created anew) is dropped, never retried: kept, it would mask the partition's later
+// requests. What is pending when the runtime stops is dropped: the next owner asks again.
 type purger struct {
 	connect    func() (recordDeleter, error)
 	logger     *slog.Logger
@@ -146,6 +148,13 @@ func (p *purger) deletePending(ctx context.Context, del recordDeleter) (failed b
 			delete(p.pending, topic)
 			p.mu.Unlock()
 			p.logger.Warn("cannot trim a window store's changelog: its cleanup.policy lacks delete; set cleanup.policy=compact,delete (with retention.ms=-1 and retention.bytes=-1, so nothing is deleted by time or size) to let eddy delete its expired windows", "store", pt.store, "topic", topic, "error", err)
+		case errors.Is(err, sarama.ErrOffsetOutOfRange):
+			// An offset above its partition's high-water mark: the topic was
+			// deleted and created anew since it was asked. Retried, it would fail for
+			// ever, and kept as the partition's largest offset it would mask every
+			// later request for the partition, valid ones too. sarama's error does not
+			// say which partition: ask for each alone.
+			failed = p.deleteEach(del, topic, pt) || failed
 		default:
 			what := "could not delete committed records of a repartition topic; retrying later"
 			if pt.store != "" {
@@ -154,6 +163,31 @@ func (p *purger) deletePending(ctx context.Context, del recordDeleter) (failed b
 			p.logger.Warn(what, "store", pt.store, "topic", topic, "below", pt.below, "error", err)
 			p.mu.Lock()
 			p.add(topic, pt.store, pt.below)
+			p.mu.Unlock()
+			failed = true
+		}
+	}
+	return failed
+}
+
+// deleteEach sends one DeleteRecords per partition of pt, after a request for several
+// failed with an offset out of range: a partition whose offset is above its end is
+// dropped with a warning (its tasks ask again with offsets of the new topic), one that
+// fails otherwise is pending again. It reports whether any is pending again.
+func (p *purger) deleteEach(del recordDeleter, topic string, pt *purgeTopic) (failed bool) {
+	for _, part := range slices.Sorted(maps.Keys(pt.below)) {
+		below := map[int32]int64{part: pt.below[part]}
+		err := del.DeleteRecords(topic, below)
+		switch {
+		case err == nil:
+			p.logger.Debug("deleted records", "topic", topic, "below", below)
+		case errors.Is(err, sarama.ErrOffsetOutOfRange):
+			p.logger.Warn("not deleting records below an offset past the partition's end: the topic was deleted and created anew since the offset was asked; dropping it",
+				"store", pt.store, "topic", topic, "partition", part, "below", pt.below[part], "error", err)
+		default:
+			p.logger.Warn("could not delete records; retrying later", "store", pt.store, "topic", topic, "partition", part, "below", pt.below[part], "error", err)
+			p.mu.Lock()
+			p.add(topic, pt.store, below)
 			p.mu.Unlock()
 			failed = true
 		}
