@@ -149,7 +149,11 @@ type Config struct {
 	// longer changelog tail to restore (at most this interval's changes), never a
 	// wrong store: the file always holds data and checkpoints of one moment. A value
 	// at or below CommitInterval writes at every commit. Window and session stores are
-	// written at every commit.
+	// written at every commit. A persistent store without a changelog
+	// (WithoutChangelog) has no tail to restore: a crash loses up to this interval of
+	// its committed changes, while the input that made them stays committed. Even a
+	// write at every commit would not close that window (the write follows the
+	// transaction's commit), so such a store is never covered by exactly-once.
 	StoreWriteInterval time.Duration
 	// Security: TLS and SASL for every client eddy creates; default plaintext.
 	Security Security

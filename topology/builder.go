@@ -271,7 +271,8 @@ func (s *StoreNode) InMemory() *StoreNode {
 
 // WithoutChangelog disables the changelog: the store is local only and is lost with its
 // file (or, in memory, with the process). Its content is then not covered by
-// exactly-once.
+// exactly-once: a crash also loses up to eddy.Config.StoreWriteInterval (default 1 s)
+// of its committed changes, whose input is not processed again.
 func (s *StoreNode) WithoutChangelog() *StoreNode {
 	s.store.Logged = false
 	return s

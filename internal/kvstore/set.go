@@ -32,6 +32,8 @@ type ChangelogWriter interface {
 // transaction and its fsync per write interval instead of per commit. The file stays
 // what a flush would have left some commits earlier — its data and checkpoints
 // match — so a crash costs a longer changelog tail to restore, never a wrong store.
+// An unlogged store has no tail to restore: a crash loses the changes held (up to
+// maxAge of them; Config.StoreWriteInterval documents it).
 //
 // A Set is used by its task's goroutine only, but for ReadCommitted.
 type Set struct {
