@@ -1,10 +1,9 @@
 package restore
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/kread"
 )
 
 // The changelog's topic ID (Kafka 2.8+) is recorded with the store
@@ -20,28 +19,6 @@ import (
 // unless its offsets give it away. A broker that gives no IDs (before 2.8) leaves
 // stores without one.
 
-// topicID returns the ID of topic, the zero ID when the broker gives none.
-func topicID(client sarama.Client, topic string) (sarama.Uuid, error) {
-	broker := client.LeastLoadedBroker()
-	if broker == nil {
-		return sarama.Uuid{}, errors.New("no broker to ask for the topic ID")
-	}
-	resp, err := broker.GetMetadata(sarama.NewMetadataRequest(client.Config().Version, []string{topic}))
-	if err != nil {
-		return sarama.Uuid{}, err
-	}
-	for _, t := range resp.Topics {
-		if t.Name != topic {
-			continue
-		}
-		if !errors.Is(t.Err, sarama.ErrNoError) {
-			return sarama.Uuid{}, fmt.Errorf("metadata of %q: %w", topic, t.Err)
-		}
-		return t.Uuid, nil
-	}
-	return sarama.Uuid{}, fmt.Errorf("metadata of %q: %w", topic, sarama.ErrIncompleteResponse)
-}
-
 // checkpoint reads the store's checkpoint and the changelog's current ID; a checkpoint
 // recorded for another topic of the changelog's name counts as none (the store is then
 // wiped and restored from the start). Call it after reading the end offsets: a topic
@@ -52,7 +29,7 @@ func (run *restoreRun) checkpoint() (int64, bool, error) {
 	if err != nil {
 		return 0, false, run.fail("read checkpoint", err)
 	}
-	id, err := topicID(run.r.Client, run.topic)
+	id, err := kread.TopicID(run.r.Client, run.topic)
 	if err != nil {
 		return 0, false, run.fail("read the changelog's topic ID", err)
 	}
