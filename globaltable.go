@@ -23,6 +23,10 @@ import (
 // it is up to date.
 const globalPoll = 100 * time.Millisecond
 
+// globalIDCheckEvery bounds how often a running global store asks for its topic's ID
+// while a partition is behind its checkpoint (checkTopicID).
+const globalIDCheckEvery = 5 * time.Second
+
 // globalState keeps the application's global stores on this instance: Kafka Streams'
 // GlobalStreamThread and GlobalStateManager. Every instance reads all partitions of
 // each global store's topic into one backend of its own (<StateDir>/<app>/global, a
@@ -47,6 +51,9 @@ type globalState struct {
 	logger  *slog.Logger
 	// next is, per store and partition, the offset to read next.
 	next map[string]map[int32]int64
+	// idChecked is, per store, when its topic's ID was last compared with the one
+	// recorded because a partition was behind its checkpoint (checkTopicID).
+	idChecked map[string]time.Time
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -177,6 +184,11 @@ func (g *globalState) catchUp(ctx context.Context) error {
 		}
 		next := g.next[gs.Store.Name]
 		if next == nil {
+			// The first read of this store in this process: are its checkpoints
+			// offsets of this topic?
+			if _, err := g.checkTopicID(gs); err != nil {
+				return err
+			}
 			next = map[int32]int64{}
 			g.next[gs.Store.Name] = next
 		}
@@ -224,6 +236,23 @@ func (g *globalState) catchUpPartition(ctx context.Context, client sarama.Client
 		}
 		from = start
 	}
+	if known && from > end && time.Since(g.idChecked[gs.Store.Name]) >= globalIDCheckEvery {
+		// Past the partition's end: the topic was deleted and created anew while
+		// the store was read (or truncated). Its ID tells; asked at most every
+		// globalIDCheckEvery, not at every poll, while the partition stays behind.
+		if g.idChecked == nil {
+			g.idChecked = map[string]time.Time{}
+		}
+		g.idChecked[gs.Store.Name] = time.Now()
+		recreated, err := g.checkTopicID(gs)
+		if err != nil || recreated {
+			clear(next)
+			if err != nil {
+				return err
+			}
+			return g.catchUpAll(ctx, client, gs, next)
+		}
+	}
 	next[p] = from
 	if from >= end {
 		return nil
@@ -231,6 +260,36 @@ func (g *globalState) catchUpPartition(ctx context.Context, client sarama.Client
 	last, err := g.readPartition(ctx, client, gs, p, from, end)
 	next[p] = last
 	return err
+}
+
+// checkTopicID wipes a global store whose recorded topic ID is not its topic's: the
+// topic was deleted and created anew, and the store's checkpoints count offsets of the
+// old one (kept, a new topic that holds as many records would be read from there, on
+// top of the old one's data). Otherwise it records the ID, for a store that has none
+// (new, wiped, or written before IDs were recorded: such checkpoints are trusted on
+// their offsets, as before). A broker that gives no IDs leaves the store without one.
+func (g *globalState) checkTopicID(gs *graph.GlobalStore) (recreated bool, err error) {
+	id, err := kread.TopicID(g.client, gs.Topic)
+	if err != nil || id == (sarama.Uuid{}) {
+		return false, err
+	}
+	recorded, known, err := g.backend.ChangelogID(gs.Store.Name)
+	if err != nil {
+		return false, err
+	}
+	if known && sarama.Uuid(recorded) == id {
+		return false, nil
+	}
+	if known {
+		g.logger.Warn("GLOBAL TOPIC RECREATED: the global store's checkpoints count offsets of an earlier topic of this name (its topic ID differs); reading the store again from the start",
+			"store", gs.Store.Name, "topic", gs.Topic, "recorded_id", sarama.Uuid(recorded).String(), "current_id", id.String())
+		// The wipe forgets the ID with the checkpoints; a crash before the next
+		// line leaves an empty store with neither, read from the start.
+		if err := g.backend.Wipe(gs.Store.Name); err != nil {
+			return false, err
+		}
+	}
+	return known, g.backend.SetChangelogID(gs.Store.Name, id)
 }
 
 // readPartition applies partition p of a global store's topic from offset from up to

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,5 +144,115 @@ func testGlobalWipeCrashKeepsEveryPartition(t *testing.T, c *kafkatest.Cluster) 
 	// And nothing of partition 0 below its log start: 2 keys of it, 5 of partition 1.
 	if n := count(); n != 7 {
 		t.Fatalf("after the restart the global store holds %d keys, want 7", n)
+	}
+}
+
+// TestGlobalStoreOfARecreatedTopicIsReadAgain: a global store's topic deleted and
+// created anew. While the store runs, the new topic is behind the checkpoints; when the
+// instance starts again, it may already hold more records than they count. Either way
+// the checkpoints are offsets of the old topic: the store must be read again from the
+// new topic's start (it used to wait until the new topic passed them and then read
+// only the tail, on top of the old topic's keys).
+func TestGlobalStoreOfARecreatedTopicIsReadAgain(t *testing.T) {
+	kafkatest.ForEachCluster(t, testGlobalStoreOfARecreatedTopicIsReadAgain)
+}
+
+func testGlobalStoreOfARecreatedTopicIsReadAgain(t *testing.T, c *kafkatest.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := c.Unique("glob")
+	client, err := sarama.NewClient(c.Addrs(), kafkatest.NewSaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// fill (re)creates the topic with n records of each partition, keys <gen>-p<p>-k<i>.
+	fill := func(gen string, n int, recreate bool) {
+		t.Helper()
+		if recreate {
+			if err := admin.DeleteTopic(topic); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for c.CreateTopic(ctx, topic, 2, nil) != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("create %s: %v", topic, ctx.Err())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err := client.RefreshMetadata(topic); err != nil {
+			t.Fatal(err)
+		}
+		for p := range int32(2) {
+			for i := range n {
+				m := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("%s-p%d-k%d", gen, p, i)), Value: sarama.StringEncoder("v")}
+				if err := c.ProduceToPartition(ctx, topic, p, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	be, err := kvstore.OpenBolt(t.TempDir(), kvstore.BoltOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	gs := &graph.GlobalStore{Store: &graph.Store{Name: "g"}, Topic: topic,
+		Entry: func(rec graph.RawRecord) ([]byte, []byte, bool, error) { return rec.Key, rec.Value, false, nil }}
+	newState := func() *globalState {
+		return &globalState{client: client, fail: func(error) {}, stores: []*graph.GlobalStore{gs}, backend: be,
+			logger: slog.New(slog.DiscardHandler), next: map[string]map[int32]int64{}}
+	}
+	keys := func() []string {
+		t.Helper()
+		it, err := be.Iterate("g", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		var out []string
+		for it.Next() {
+			out = append(out, string(it.Key()))
+		}
+		return out
+	}
+	want := func(gen string, n int) string {
+		var out []string
+		for p := range 2 {
+			for i := range n {
+				out = append(out, fmt.Sprintf("%s-p%d-k%d", gen, p, i))
+			}
+		}
+		slices.Sort(out)
+		return fmt.Sprint(out)
+	}
+
+	fill("one", 3, false)
+	running := newState()
+	if err := running.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(keys()); got != want("one", 3) {
+		t.Fatalf("first read: %v", got)
+	}
+	// Recreated under the running store, with fewer records than its checkpoints.
+	fill("two", 2, true)
+	if err := running.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(keys()); got != want("two", 2) {
+		t.Errorf("the running store after its topic was made anew holds %v, want %v", got, want("two", 2))
+	}
+	// Recreated while the instance is down, with more records than the checkpoints.
+	fill("three", 5, true)
+	if err := newState().catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(keys()); got != want("three", 5) {
+		t.Errorf("the store after a restart on a topic made anew holds %v, want %v", got, want("three", 5))
 	}
 }
