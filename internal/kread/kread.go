@@ -38,6 +38,78 @@ func EndOffsets(client sarama.Client, topic string, partition int32) (start, end
 	return start, end, err
 }
 
+// ErrTransactionOpen is wrapped by StableOffsets when a transaction open on the
+// partition when it was called had not ended within its bound.
+var ErrTransactionOpen = errors.New("a transaction open on the partition holds its last stable offset back")
+
+// BrokerAbortInterval is how often a Kafka broker looks for transactions past their
+// timeout and aborts them (transaction.abort.timed.out.transaction.cleanup.interval.ms,
+// 10 s by default): a producer that stalled or died in a transaction holds the last
+// stable offsets of the partitions it wrote for up to its transaction timeout plus
+// this.
+const BrokerAbortInterval = 10 * time.Second
+
+// StableBound is the bound of StableOffsets' wait for the partitions that producers with
+// transaction timeout txnTimeout write: the timeout, the broker's abort interval, and 5 s
+// for the abort markers and slack.
+func StableBound(txnTimeout time.Duration) time.Duration {
+	return txnTimeout + BrokerAbortInterval + 5*time.Second
+}
+
+// StableOffsets returns a partition's log start offset and an end offset below which
+// every record committed so far lies: its last stable offset once that has reached the
+// high-water mark read first, that is once every transaction open on the partition at
+// the call has ended (committed, aborted, or aborted by the broker past its timeout).
+//
+// The last stable offset alone is not such an end. It stops at the first record of the
+// oldest open transaction, and records committed after that record (by other producers)
+// lie above it: with a producer per worker, a task's next owner does not abort its
+// previous owner's open transaction (another transactional ID), so a previous owner
+// that stalled or died in a commit holds the task's changelog and offsets partitions
+// back while the next owner commits behind it. A reader that took the last stable
+// offset for the end would miss those commits (docs/architecture.md, "Reading to the
+// end of a partition"). Transactions begun after the call do not prolong the wait: their
+// records lie above the high-water mark read first.
+//
+// The common case, no transaction open, costs one ListOffsets more than EndOffsets (the
+// high-water mark). Otherwise StableOffsets polls the last stable offset with backoff;
+// onWait, if not nil, is called once when the wait begins. After bound it returns the
+// offsets it has with an error wrapping ErrTransactionOpen that names the partition and
+// both offsets; the caller decides whether to retry or to go on with the last stable
+// offset.
+func StableOffsets(ctx context.Context, client sarama.Client, topic string, partition int32, bound time.Duration, onWait func(lastStable, highWater int64)) (start, end int64, err error) {
+	hwm, err := ListOffsetAt(ctx, client, topic, partition, sarama.OffsetNewest, sarama.ReadUncommitted)
+	if err != nil {
+		return 0, 0, err
+	}
+	began := time.Now()
+	b := backoff.Backoff{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond}
+	for first := true; ; first = false {
+		if end, err = ListOffsetAt(ctx, client, topic, partition, sarama.OffsetNewest, sarama.ReadCommitted); err != nil {
+			return 0, 0, err
+		}
+		if end >= hwm {
+			break
+		}
+		waited := time.Since(began)
+		if waited >= bound {
+			start, _ = ListOffsetAt(ctx, client, topic, partition, sarama.OffsetOldest, sarama.ReadCommitted)
+			return start, end, fmt.Errorf("%w: %s/%d: last stable offset %d below the high-water mark %d after %v; "+
+				"the transaction ends when its producer commits or aborts it, or when the broker aborts it after the producer's "+
+				"transaction timeout (checked every transaction.abort.timed.out.transaction.cleanup.interval.ms); "+
+				"kafka-transactions.sh describe-producers names it", ErrTransactionOpen, topic, partition, end, hwm, waited.Round(time.Millisecond))
+		}
+		if first && onWait != nil {
+			onWait(end, hwm)
+		}
+		if err := backoff.Sleep(ctx, min(b.Next(), bound-waited)); err != nil {
+			return 0, 0, err
+		}
+	}
+	start, err = ListOffsetAt(ctx, client, topic, partition, sarama.OffsetOldest, sarama.ReadCommitted)
+	return start, end, err
+}
+
 // ListOffset runs ListOffsets with read_committed isolation for one partition: with
 // sarama.OffsetNewest it returns the last stable offset.
 func ListOffset(client sarama.Client, topic string, partition int32, at int64) (int64, error) {
