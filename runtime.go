@@ -116,7 +116,7 @@ func newRuntime(a *App) (*runtime, error) {
 		rt.unlockStateDir()
 		return nil, err
 	}
-	rt.restoreProto = &restore.Restorer{Client: rt.restoreC, Logger: rt.logger}
+	rt.restoreProto = &restore.Restorer{Client: rt.restoreC, Logger: rt.logger, StableWait: rt.stableWait()}
 	rt.purger = newPurger(rt.purgeClient, cfg.RepartitionPurgeInterval, rt.logger)
 	// Restores and store writes are CPU-bound: more at once than cores is no faster.
 	slots := max(2, goruntime.GOMAXPROCS(0))

@@ -187,6 +187,14 @@ func (rt *runtime) readLast(ctx context.Context, topic string, partition int32, 
 	return kread.ReadLast(ctx, rt.restoreC, topic, partition, window)
 }
 
+// stableWait bounds a reader's wait for the transactions open on a changelog or offsets
+// partition to end before it takes the last stable offset for the end
+// (kread.StableOffsets): they are this application's, so they end within its
+// transaction timeout, or are aborted by the broker at its next check after that.
+func (rt *runtime) stableWait() time.Duration {
+	return kread.StableBound(rt.cfg.TransactionTimeout)
+}
+
 func (rt *runtime) highWaterMark(topic string, partition int32) (int64, error) {
 	return kread.HighWaterMark(rt.restoreC, topic, partition)
 }

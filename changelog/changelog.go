@@ -44,10 +44,11 @@ type Result struct {
 // ErrRestore is wrapped by restore failures that are not the context's.
 var ErrRestore = errors.New("changelog restore failed")
 
-// ErrMarkersPending is wrapped by a restore that found the store's checkpoint above the
-// changelog's last stable offset but not above its high-water mark, and the last stable
-// offset did not reach the checkpoint within the restore's wait for them (15 s by default). The checkpoint was
-// written after the store's last transaction committed, so the commit markers of that
-// transaction (or of a transaction of another producer that began before it) are not
-// written yet. The store is left as it is; retrying later is safe.
+// ErrMarkersPending is wrapped by a restore that found a transaction open on the
+// changelog partition that did not end within the restore's wait for it: the commit
+// markers of the store's own last transaction not written yet, or the transaction of
+// another producer (a previous owner of the task that stalled or died in a commit),
+// which holds the last stable offset below records committed after it until it ends
+// (at the latest when the broker aborts it past its transaction timeout). The store is
+// left as it is; retrying later is safe.
 var ErrMarkersPending = errors.New("commit markers pending on the changelog")

@@ -1,7 +1,8 @@
 // Package restore brings a task's stores up to date from their changelog topics: the
 // runtime's Restorer reads a changelog partition from the store's checkpoint up to its
 // last stable offset (never the high-water mark: transaction markers occupy offsets, so a
-// reader waiting for the high-water mark can wait forever), reading with read_committed
+// reader waiting for the high-water mark can wait forever), taken once every transaction
+// open on the partition has ended (kread.StableOffsets), reading with read_committed
 // and applying the fetched records in large sorted backend writes, each with the
 // checkpoint it reaches; a store restored from empty is built in key order instead and
 // gets its checkpoint at the end (kvstore.BulkRestorer). What a restore did reaches users
@@ -48,6 +49,14 @@ type Restorer struct {
 	// MarkersWait bounds the wait for the commit markers of the store's own last
 	// transaction when its checkpoint is above the last stable offset; default 15 s.
 	MarkersWait time.Duration
+	// StableWait bounds the wait, before a restore takes the changelog's last stable
+	// offset for its end, for the transactions open on the changelog partition to end
+	// (kread.StableOffsets): a previous owner's transaction left open holds the last
+	// stable offset below records a later owner committed. Default
+	// kread.StableBound(10 s), for producers with eddy's default transaction timeout.
+	// Past it the restore fails with an error wrapping kread.ErrTransactionOpen, and
+	// leaves the store as it is: retrying later is safe.
+	StableWait time.Duration
 	// FetchMaxBytes bounds one fetch; default 2 MiB. Larger fetches read no faster
 	// (BENCHMARKS.md) but every restoring task holds one in memory, and its records
 	// until they are written.
@@ -239,10 +248,47 @@ func (run *restoreRun) restore(ctx context.Context) error {
 	return run.finish(ctx)
 }
 
+// endOffsets returns the changelog partition's log start and the end of the restore:
+// the last stable offset once every transaction open on the partition has ended
+// (kread.StableOffsets). The last stable offset alone is not the end while a
+// transaction is open: a previous owner that stalled or died in a commit (another
+// transactional ID, which the next owner's producer does not fence) holds it at its
+// first record, and a later owner's commits lie above it; restored only up to it, the
+// store would miss them while the task reads its input from the later owner's committed
+// offsets (issue 22). A store restored from its source topic up to the task's committed
+// input offset (Until) needs no wait when that offset is at or below the last stable
+// offset: the task consumed up to it with read_committed, so every record below it is
+// committed and decided, and a user's producer keeping transactions open on the source
+// topic must not hold the restore up.
+func (run *restoreRun) endOffsets(ctx context.Context) (start, end int64, err error) {
+	if run.r.HasUntil {
+		start, end, err = kread.EndOffsets(run.r.Client, run.topic, run.partition)
+		if err != nil || run.r.Until <= end {
+			return start, end, err
+		}
+	}
+	wait := run.r.StableWait
+	if wait <= 0 {
+		wait = kread.StableBound(defaultTransactionTimeout)
+	}
+	start, end, err = kread.StableOffsets(ctx, run.r.Client, run.topic, run.partition, wait, func(lastStable, highWater int64) {
+		run.logger.Info("a transaction is open on the changelog (a previous owner stalled or died in a commit); waiting for it to end before restoring, since records committed behind it lie above the last stable offset",
+			"last_stable_offset", lastStable, "high_water_mark", highWater, "bound", wait)
+	})
+	if errors.Is(err, kread.ErrTransactionOpen) {
+		err = fmt.Errorf("%w: %w", changelog.ErrMarkersPending, err)
+	}
+	return start, end, err
+}
+
+// defaultTransactionTimeout is eddy's default Config.TransactionTimeout, which bounds
+// the transactions that write a changelog.
+const defaultTransactionTimeout = 10 * time.Second
+
 // plan decides where the restore starts (decideStart), waiting for pending markers and
 // wiping the store where the decision says so.
 func (run *restoreRun) plan(ctx context.Context) error {
-	logStart, end, err := kread.EndOffsets(run.r.Client, run.topic, run.partition)
+	logStart, end, err := run.endOffsets(ctx)
 	if err != nil {
 		return run.fail("", err)
 	}
@@ -346,7 +392,7 @@ func (run *restoreRun) read(ctx context.Context) error {
 			// the log any more.
 			run.logger.Warn("changelog truncated under the restore; starting over", "at", next)
 			ahead.stop()
-			if next, err = run.startOver(); err != nil {
+			if next, err = run.startOver(ctx); err != nil {
 				return err
 			}
 			continue
@@ -422,7 +468,7 @@ func (run *restoreRun) interrupted(at int64, cause error) error {
 
 // startOver wipes the store after the changelog was truncated under the restore and
 // returns the new log start to read from.
-func (run *restoreRun) startOver() (int64, error) {
+func (run *restoreRun) startOver(ctx context.Context) (int64, error) {
 	if run.bulk != nil {
 		if err := run.bulk.Abort(); err != nil {
 			return 0, run.fail("", err)
@@ -437,7 +483,7 @@ func (run *restoreRun) startOver() (int64, error) {
 	if err := run.recordTopicID(); err != nil { // the wipe forgot it
 		return 0, err
 	}
-	logStart, end, err := kread.EndOffsets(run.r.Client, run.topic, run.partition)
+	logStart, end, err := run.endOffsets(ctx)
 	if err != nil {
 		return 0, run.fail("", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/internal/restore"
@@ -106,15 +107,16 @@ func TestRestoreWaitsForPendingMarkers(t *testing.T) {
 	}
 }
 
-// Markers that do not come within MarkersWait: the restore fails with ErrMarkersPending
-// (the runtime retries) and leaves the store as it is.
+// Markers that do not come within the restore's wait for the transactions open on the
+// changelog (StableWait): the restore fails with ErrMarkersPending (the runtime retries)
+// and leaves the store as it is.
 func TestRestoreMarkersThatDoNotComeLeaveTheStore(t *testing.T) {
 	c, topic, backend, cp, commit := pendingMarkers(t)
 	defer commit()
-	r := &restore.Restorer{Client: newClient(t, c), MarkersWait: 400 * time.Millisecond}
+	r := &restore.Restorer{Client: newClient(t, c), StableWait: 400 * time.Millisecond}
 	res, err := r.Restore(context.Background(), backend, "s", topic, 0)
-	if !errors.Is(err, changelog.ErrMarkersPending) || !errors.Is(err, changelog.ErrRestore) {
-		t.Fatalf("restore error = %v; want ErrMarkersPending", err)
+	if !errors.Is(err, changelog.ErrMarkersPending) || !errors.Is(err, changelog.ErrRestore) || !errors.Is(err, kread.ErrTransactionOpen) {
+		t.Fatalf("restore error = %v; want ErrMarkersPending and kread.ErrTransactionOpen", err)
 	}
 	got := storeContent(t, backend, "s")
 	after, _, _ := backend.Checkpoint("s")
