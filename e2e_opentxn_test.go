@@ -1,7 +1,11 @@
 package eddy_test
 
 import (
+	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/processor"
 )
 
 // Readers of a changelog or offsets partition behind another producer's open
@@ -133,14 +138,139 @@ func testRestoreBehindOpenTxn(t *testing.T, c *kafkatest.Cluster, scene openTxnS
 		}
 	}
 	e.produce(t, 20)
-	waitFor(t, time.Minute, "C to process the new input", func() (bool, error) {
-		if err, done := inC.exited(); done {
-			return false, fmt.Errorf("C stopped: %v", err)
-		}
-		return c.WaitProcessed(ctxT(t), e.appID, e.input, names.RepartitionTopic(e.appID, "words")) == nil, nil
-	})
+	waitProcessed(t, c, e, inC)
 	if err := inC.stop(); err != nil {
 		t.Fatalf("stopping C: %v", err)
 	}
 	e.checkExactlyOnce(t)
+}
+
+// Settling a commit of unknown outcome reads the task's offsets record back: the
+// transaction's own nonce there means it committed. Another producer's transaction open
+// on the offsets partition (a previous owner stalled in a commit) holds the last stable
+// offset below that record: read only up to it, the committed transaction was taken for
+// aborted and its input processed again, counted twice (issue 22, item 3).
+func TestSettleFindsItsCommitBehindAnotherProducersOpenTxn(t *testing.T) {
+	t.Run("control", func(t *testing.T) {
+		kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) { testSettleBehindOpenTxn(t, c, false) })
+	})
+	// The settle holds until the transaction ends (the test aborts it after 2 s).
+	t.Run("open", func(t *testing.T) {
+		kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) { testSettleBehindOpenTxn(t, c, true) })
+	})
+}
+
+func testSettleBehindOpenTxn(t *testing.T, c *kafkatest.Cluster, open bool) {
+	e := newWordCount(t, c, 1)
+	e.produce(t, 300)
+	app, err := eddy.New(e.topo, e.config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var armed atomic.Bool
+	var injected atomic.Int32
+	eddy.SetAfterCommitHook(app, func(task processor.TaskID) error {
+		if task.Subtopology != 1 || !armed.Load() || injected.Add(1) != 1 {
+			return nil
+		}
+		return errors.New("injected: the EndTxn answer was lost")
+	})
+	in := run(t, app)
+	e.waitCountsWhileRunning(t, in, time.Minute, "the counts")
+
+	var prev *producer.Producer
+	if open {
+		// The previous owner's transaction, stalled in its commit: it wrote task 1_0's
+		// offsets record (a nonce of its own) and never ended.
+		offsets := names.ChangelogTopic(e.appID, names.OffsetsStore(1))
+		prev = openTxn(t, c, offsets, 0, []byte("\x00commit"), binary.BigEndian.AppendUint64(nil, 12345), time.Minute)
+	}
+	// The worker's next commit of task 1_0 commits, but its answer is lost.
+	armed.Store(true)
+	e.produce(t, 20)
+	waitFor(t, time.Minute, "the commit made unknown", func() (bool, error) { return injected.Load() > 0, nil })
+	if open {
+		time.Sleep(2 * time.Second)
+		if err := prev.Abort(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitProcessed(t, c, e, in)
+	if err := in.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkExactlyOnce(t)
+}
+
+// A settle must not wait for its own worker's transaction: recreating the producer
+// aborts it before the offsets records are read. The commit fails before it is sent,
+// with an unknown outcome, so the worker's transaction is open when the settle begins;
+// waiting for it would take until the broker aborts it (the transaction timeout, 30 s
+// here).
+func TestSettleDoesNotWaitForItsOwnTransaction(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		e := newWordCount(t, c, 1)
+		e.produce(t, 300)
+		cfg := e.config(t)
+		cfg.TransactionTimeout = 30 * time.Second
+		app, err := eddy.New(e.topo, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var armed atomic.Bool
+		var injectedAt atomic.Int64
+		offsets := names.ChangelogTopic(e.appID, names.OffsetsStore(1))
+		eddy.SetBeforeCommitUnknownHook(app, func(task processor.TaskID) error {
+			if task.Subtopology != 1 || !armed.Load() || injectedAt.Load() != 0 {
+				return nil
+			}
+			// The transaction's records are sent but maybe not yet written: fail the
+			// commit once its offsets record holds the partition's last stable offset.
+			for range 100 {
+				lso, err1 := c.EndOffsets(ctxT(t), offsets, sarama.ReadCommitted)
+				hwm, err2 := c.EndOffsets(ctxT(t), offsets, sarama.ReadUncommitted)
+				if err1 == nil && err2 == nil && lso[0] < hwm[0] {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			injectedAt.Store(time.Now().UnixNano())
+			return errors.New("injected: the commit timed out")
+		})
+		in := run(t, app)
+		e.waitCountsWhileRunning(t, in, time.Minute, "the counts")
+		armed.Store(true)
+		e.produce(t, 20)
+		waitFor(t, time.Minute, "the commit made unknown", func() (bool, error) { return injectedAt.Load() != 0, nil })
+		waitProcessed(t, c, e, in)
+		if took := time.Since(time.Unix(0, injectedAt.Load())); took > 15*time.Second {
+			t.Errorf("the settle and replay took %v: the settle waited for its own transaction", took)
+		}
+		if err := in.stop(); err != nil {
+			t.Fatal(err)
+		}
+		e.checkExactlyOnce(t)
+	})
+}
+
+// run runs app in a goroutine, as start does for a topology.
+func run(t *testing.T, app *eddy.App) *instance {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{app: app, cancel: cancel, done: make(chan error, 1)}
+	go func() { in.done <- app.Run(ctx) }()
+	t.Cleanup(func() { _ = in.stop() })
+	return in
+}
+
+// waitProcessed waits until the word count has processed its input and its repartition
+// topic, while in runs.
+func waitProcessed(t *testing.T, c *kafkatest.Cluster, e *wcEnv, in *instance) {
+	t.Helper()
+	waitFor(t, time.Minute, "the input processed", func() (bool, error) {
+		if err, done := in.exited(); done {
+			return false, fmt.Errorf("app stopped: %v", err)
+		}
+		return c.WaitProcessed(ctxT(t), e.appID, e.input, names.RepartitionTopic(e.appID, "words")) == nil, nil
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/kafkatest"
@@ -18,11 +19,18 @@ import (
 // A paused instance that resumes after its tasks moved must not get a single record
 // committed. Instance A stalls inside a commit — its output, changelog and offsets
 // records are in the open transaction, the commit itself not sent — while B joins; the
-// group gives up on A after the rebalance timeout and B takes every task, restores and
-// processes the same input again. Then A resumes and tries to commit: with workers
-// (one producer per worker, KIP-447) the group generation its TxnOffsetCommit carries is
-// stale, with a producer per task B's producers fenced A's; either way A's transaction
-// must abort, and every word's output stays exactly 1, 2, ..., n.
+// group gives up on A after the rebalance timeout and B takes every task. Then A resumes
+// and tries to commit: with workers (one producer per worker, KIP-447) the group
+// generation its TxnOffsetCommit carries is stale, with a producer per task B's
+// producers fenced A's; either way A's transaction must abort, and every word's output
+// stays exactly 1, 2, ..., n.
+//
+// With a producer per task, B's producers abort A's transaction when B takes the tasks,
+// and B processes A's stalled input again before A resumes. With workers, A's
+// transaction (another transactional ID) stays open, and B must not restore the tasks
+// whose changelog and offsets partitions it holds, nor process their input, until it
+// ends (docs/architecture.md, "Reading to the end of a partition"): B holds them in their
+// restore until A resumes, is refused and aborts; A must notice it was fenced.
 func TestZombieCommitsNothing(t *testing.T) { forEachProducerModel(t, testZombie) }
 
 func testZombie(t *testing.T, perTask bool) {
@@ -47,7 +55,10 @@ func testZombieOn(t *testing.T, c *kafkatest.Cluster, perTask bool) {
 		}
 		return cfg
 	}
-	appA, err := eddy.New(e.topo, config())
+	regA := prometheus.NewRegistry()
+	cfgA := config()
+	cfgA.Metrics = regA
+	appA, err := eddy.New(e.topo, cfgA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +81,9 @@ func testZombieOn(t *testing.T, c *kafkatest.Cluster, perTask bool) {
 	doneA := make(chan error, 1)
 	go func() { doneA <- appA.Run(ctxA) }()
 	t.Cleanup(func() { stopA(); <-doneA })
+	var resumeOnce sync.Once
+	wake := func() { resumeOnce.Do(func() { close(resume) }) }
+	t.Cleanup(wake) // a failed test wakes A before it stops it
 	e.waitCounts(t, time.Minute, "A's counts")
 
 	armed.Store(true)
@@ -80,29 +94,48 @@ func testZombieOn(t *testing.T, c *kafkatest.Cluster, perTask bool) {
 		t.Fatal("A never committed the new input")
 	}
 	inB := start(t, e.topo, config())
-	// B cannot finish the counts while A's transaction is open (it holds the last stable
-	// offset of the repartition and output partitions A wrote to), but it reads the
-	// input again and commits its offsets: A's stalled input is B's now.
-	end, err := c.EndOffsets(ctxT(t), e.input, sarama.ReadCommitted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, time.Minute, "B to commit the input A holds in its stalled transaction", func() (bool, error) {
-		if err, done := inB.exited(); done {
-			return false, fmt.Errorf("B stopped: %v", err)
-		}
-		committed, err := c.CommittedOffsets(ctxT(t), e.appID, e.input)
+	if perTask {
+		// B cannot finish the counts while A's transaction is open (it holds the last
+		// stable offset of the repartition and output partitions A wrote to), but it
+		// reads the input again and commits its offsets: A's stalled input is B's now.
+		end, err := c.EndOffsets(ctxT(t), e.input, sarama.ReadCommitted)
 		if err != nil {
-			return false, nil
+			t.Fatal(err)
 		}
-		for p, off := range end {
-			if committed[p] < off {
+		waitFor(t, time.Minute, "B to commit the input A holds in its stalled transaction", func() (bool, error) {
+			if err, done := inB.exited(); done {
+				return false, fmt.Errorf("B stopped: %v", err)
+			}
+			committed, err := c.CommittedOffsets(ctxT(t), e.appID, e.input)
+			if err != nil {
 				return false, nil
 			}
+			for p, off := range end {
+				if committed[p] < off {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	} else {
+		// B owns every task but holds those A's transaction wrote in their restore.
+		waitFor(t, time.Minute, "B to own every task", func() (bool, error) {
+			if err, done := inB.exited(); done {
+				return false, fmt.Errorf("B stopped: %v", err)
+			}
+			return len(inB.app.Tasks()) == 8 && inB.app.State() == eddy.StateRestoring, nil
+		})
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if s := inB.app.State(); s != eddy.StateRestoring {
+				t.Fatalf("B is %s while A's transaction is open on its tasks' changelog and offsets partitions", s)
+			}
 		}
-		return true, nil
-	})
-	close(resume) // A wakes up and tries to commit
+	}
+	wake() // A wakes up and tries to commit
+	if !perTask {
+		// B's producers did not fence A's: the group generation must.
+		waitFor(t, time.Minute, "A to be fenced", func() (bool, error) { return counterTotal(t, regA, "eddy_fenced_tasks_total") > 0, nil })
+	}
 	time.Sleep(3 * time.Second)
 	e.produce(t, 50)
 	waitFor(t, 2*time.Minute, "the counts after A resumed", func() (bool, error) {
@@ -122,4 +155,22 @@ func testZombieOn(t *testing.T, c *kafkatest.Cluster, perTask bool) {
 	}
 	doneA <- nil
 	e.checkExactlyOnce(t)
+}
+
+// counterTotal sums the counter name over all its label values in reg.
+func counterTotal(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }

@@ -34,6 +34,23 @@ func SetBeforeCommitHook(a *App, fn func(task processor.TaskID) error) {
 	})
 }
 
+// SetBeforeCommitUnknownHook makes every commit call fn first for each task whose work
+// the transaction carries; an error from fn fails that commit before it is sent, the way
+// an error of unknown outcome does (a timeout): the transaction stays open and the worker
+// settles it by recreating its producer. For fault-injection tests.
+func SetBeforeCommitUnknownHook(a *App, fn func(task processor.TaskID) error) {
+	interpose(a, func(tasks func() []processor.TaskID, next commitFunc) commitFunc {
+		return func(ctx context.Context, offsets map[string]map[int32]int64) error {
+			for _, id := range tasks() {
+				if err := fn(id); err != nil {
+					return &txproducer.Error{Op: "commit (injected: outcome unknown)", Class: txproducer.Indefinite, Err: err}
+				}
+			}
+			return next(ctx, offsets)
+		}
+	})
+}
+
 // SetAfterCommitHook makes every commit call fn, for each task whose work the
 // transaction carries, once the transaction committed; an error from fn makes the commit
 // look as if its EndTxn answer was lost: the outcome is unknown. For fault-injection

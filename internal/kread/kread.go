@@ -345,11 +345,14 @@ func fetchVersion(v sarama.KafkaVersion) int16 {
 }
 
 // ReadLast reads the committed records among the last window offsets of a partition
-// (up to its last stable offset) and returns the last value of each key. It serves
-// records that are rewritten in full by every transaction, such as a task's offsets
-// record: the newest transaction's records are all at the end.
-func ReadLast(ctx context.Context, client sarama.Client, topic string, partition int32, window int) (map[string][]byte, error) {
-	start, end, err := EndOffsets(client, topic, partition)
+// and returns the last value of each key. It serves records that are rewritten in full
+// by every transaction, such as a task's offsets record: the newest transaction's
+// records are all at the end. The end is StableOffsets' (bounded by stableWait, onWait
+// called when the wait begins): below the last stable offset alone, the newest committed
+// transaction's records can lie behind another producer's open transaction, and the last
+// ones read would be an older transaction's.
+func ReadLast(ctx context.Context, client sarama.Client, topic string, partition int32, window int, stableWait time.Duration, onWait func(lastStable, highWater int64)) (map[string][]byte, error) {
+	start, end, err := StableOffsets(ctx, client, topic, partition, stableWait, onWait)
 	if err != nil {
 		return nil, err
 	}
