@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/stream"
 )
 
 // Readers of a changelog or offsets partition behind another producer's open
@@ -59,7 +62,7 @@ func behindOpenTxn(t *testing.T, c *kafkatest.Cluster, topic string) (lso, hwm i
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l[0]+2 >= h[0] {
+	if h[0] <= l[0]+1 { // the open transaction's record at l, commits after it
 		t.Fatalf("scene: %s/0 last stable offset %d, high-water mark %d: want commits behind an open transaction", topic, l[0], h[0])
 	}
 	return l[0], h[0]
@@ -272,5 +275,82 @@ func waitProcessed(t *testing.T, c *kafkatest.Cluster, e *wcEnv, in *instance) {
 			return false, fmt.Errorf("app stopped: %v", err)
 		}
 		return c.WaitProcessed(ctxT(t), e.appID, e.input, names.RepartitionTopic(e.appID, "words")) == nil, nil
+	})
+}
+
+// The global stores' bootstrap reads every partition of their topics before any task
+// starts; a transaction open on a global topic (its producer stalled) holds the last
+// stable offset below records committed after it. The bootstrap must wait for it (the
+// test aborts it after 2 s), or the tasks start without those records: a click waiting
+// for a user committed behind the open transaction would not join.
+func TestGlobalBootstrapWaitsForAnotherProducersOpenTxn(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx := ctxT(t)
+		users, clicks, out := c.Unique("g-users"), c.Unique("g-clicks"), c.Unique("g-out")
+		for _, topic := range []string{users, clicks, out} {
+			if err := c.CreateTopic(ctx, topic, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		str := serde.String()
+		user := func(k, v string) {
+			if err := kafkatest.ProduceTyped(ctx, c, users, str, str, processor.Record[string, string]{Key: k, Value: v}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		user("u0", "name0")
+		prev := openTxn(t, c, users, 0, []byte("u9"), []byte("zombie"), time.Minute)
+		user("u1", "name1")
+		behindOpenTxn(t, c, users)
+		if err := kafkatest.ProduceTyped(ctx, c, clicks, str, str,
+			processor.Record[string, string]{Key: "c0", Value: "u0"}, processor.Record[string, string]{Key: "c1", Value: "u1"}); err != nil {
+			t.Fatal(err)
+		}
+
+		const store = "users-global"
+		b := stream.NewBuilder()
+		g := stream.GlobalTableFrom(b, str, str, users, stream.Materialized(store))
+		cs := stream.From(b, str, str, []string{clicks})
+		stream.GlobalJoin(cs, g, func(_, user string) (string, bool) { return user, true },
+			func(_, user, name string) string { return user + "=" + name }).To(out, str, str)
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := start(t, topo, eddy.Config{ApplicationID: c.Unique("global"), Brokers: c.Addrs(), StateDir: t.TempDir(), Logger: testLogger(t)})
+		q, err := eddy.Query[string, string](in.app, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if v, ok, err := q.Get("u0"); !errors.Is(err, eddy.ErrNotReady) {
+				t.Fatalf("the global store answered u0 = %q (%v, %v) while a transaction was open in front of committed records of its topic: the bootstrap took the last stable offset for the end", v, ok, err)
+			}
+		}
+		if err := prev.Abort(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{"c0:u0=name0": true, "c1:u1=name1": true}
+		got := map[string]bool{}
+		waitFor(t, time.Minute, "the joined clicks", func() (bool, error) {
+			if err, done := in.exited(); done {
+				return false, fmt.Errorf("app stopped: %v", err)
+			}
+			recs, err := kafkatest.ReadCommittedTyped(ctx, c, out, str, str)
+			if err != nil {
+				return false, err
+			}
+			clear(got)
+			for _, r := range recs {
+				got[r.Key+":"+r.Value] = true
+			}
+			return len(got) >= len(want), nil
+		})
+		if !maps.Equal(got, want) {
+			t.Errorf("joined clicks %v, want %v", got, want)
+		}
+		if err := in.stop(); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

@@ -54,6 +54,9 @@ type globalState struct {
 	// idChecked is, per store, when its topic's ID was last compared with the one
 	// recorded because a partition was behind its checkpoint (checkTopicID).
 	idChecked map[string]time.Time
+	// stableWait bounds the bootstrap's wait for a transaction open on a partition
+	// (endOffsets); zero: kread.StableBound of eddy's default transaction timeout.
+	stableWait time.Duration
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -95,7 +98,7 @@ func (rt *runtime) startGlobal(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
-	g.client = rt.restoreC
+	g.client, g.stableWait = rt.restoreC, rt.stableWait()
 	if err := g.catchUp(ctx); err != nil {
 		return fmt.Errorf("eddy: bootstrap the global stores: %w", err)
 	}
@@ -213,7 +216,7 @@ func (g *globalState) catchUpPartition(ctx context.Context, client sarama.Client
 			from = off
 		}
 	}
-	start, end, err := kread.EndOffsets(client, gs.Topic, p)
+	start, end, err := g.endOffsets(ctx, client, gs, p)
 	if err != nil {
 		return err
 	}
@@ -290,6 +293,38 @@ func (g *globalState) checkTopicID(gs *graph.GlobalStore) (recreated bool, err e
 		}
 	}
 	return known, g.backend.SetChangelogID(gs.Store.Name, id)
+}
+
+// endOffsets returns partition p's log start and the offset to read up to: its last
+// stable offset, and, while the stores bootstrap (no task has started), only once every
+// transaction open on the partition has ended (kread.StableOffsets). A transaction left
+// open by a producer that stalled or died holds the last stable offset below records
+// committed after it, and the tasks would start without them. Past the wait's bound (a
+// producer of the topic with a longer transaction timeout than this application's) the
+// bootstrap goes on with the last stable offset and a warning. Once the stores are up,
+// each read goes on from where the last one stopped, so a record behind an open
+// transaction is read when the transaction ends, never skipped.
+func (g *globalState) endOffsets(ctx context.Context, client sarama.Client, gs *graph.GlobalStore, p int32) (start, end int64, err error) {
+	g.mu.Lock()
+	ready := g.ready
+	g.mu.Unlock()
+	if ready {
+		return kread.EndOffsets(client, gs.Topic, p)
+	}
+	wait := g.stableWait
+	if wait <= 0 {
+		wait = kread.StableBound(10 * time.Second)
+	}
+	start, end, err = kread.StableOffsets(ctx, client, gs.Topic, p, wait, func(lastStable, highWater int64) {
+		g.logger.Info("a transaction is open on a global store's topic; waiting for it to end before the tasks start, since records committed behind it lie above the last stable offset",
+			"store", gs.Store.Name, "topic", gs.Topic, "partition", p, "last_stable_offset", lastStable, "high_water_mark", highWater, "bound", wait)
+	})
+	if errors.Is(err, kread.ErrTransactionOpen) {
+		g.logger.Warn("a transaction on a global store's topic is still open; the tasks start without the records committed behind it, which are read once it ends",
+			"store", gs.Store.Name, "error", err)
+		err = nil
+	}
+	return start, end, err
 }
 
 // readPartition applies partition p of a global store's topic from offset from up to
