@@ -79,7 +79,11 @@ type Config struct {
 	// CommitInterval; default 10000. It bounds the input kept in memory for replay.
 	CommitRecords int
 	// TransactionTimeout bounds how long the transaction of a crashed instance can
-	// block read_committed readers; default 10 s (as Kafka Streams).
+	// block read_committed readers; default 10 s (as Kafka Streams). The next owner of
+	// that instance's tasks waits for such a transaction to end before it restores them
+	// (up to this plus the broker's 10 s check and 5 s, then retries;
+	// docs/architecture.md, "Reading to the end of a partition"): give every instance
+	// of an application the same value.
 	TransactionTimeout time.Duration
 	// TaskTimeout bounds how long readying a task (restoring its stores, reading its
 	// offsets record) may keep failing with errors that can pass — a broker or
