@@ -22,10 +22,13 @@
 //     dir kept), SIGSTOP one past its session timeout and SIGCONT it (a zombie),
 //     restart the stopped ones, and, when it controls the broker, kill -9 the broker
 //     and restart it; optionally (Stall) SIGSTOP one past its transaction timeout but
-//     within its session timeout; optionally (RetentionChange) restart every killed or
+//     within its session timeout, or (MoveTwice) make one stop itself inside a commit
+//     and, once its tasks moved, stop and restart another, so they move again while
+//     its transaction is open; optionally (RetentionChange) restart every killed or
 //     stopped instance with its window store's retention switched, so that it finds its
 //     window stores cut into segments of another interval, as after a changed grace;
-//     a kill ends when the restarted instance has restored a store; throughout, group members of processes that ended long ago and that the
+//     a kill ends when the restarted instance has restored a store; throughout, group
+//     members of processes that ended long ago and that the
 //     broker kept (an embedded-broker bug) are removed and counted;
 //  5. waits until the group's committed offsets reach the end of the input and of the
 //     repartition topic, stops the instances with SIGTERM, and

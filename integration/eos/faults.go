@@ -53,6 +53,15 @@ const (
 	// TwoBrokersDown kills two brokers at once and restarts both: partitions fall below
 	// min.insync.replicas and the controller quorum is lost, so producers must wait.
 	TwoBrokersDown
+
+	// MoveTwice stalls an instance inside a commit (it stops itself with SIGSTOP as it
+	// sends AddOffsetsToTxn: its transaction holds output, changelog and offsets records,
+	// its offsets not yet committed), and once the group gave its tasks away (past its
+	// session timeout) stops another instance with SIGTERM and restarts it: the stalled
+	// owner's tasks move a second time while its transaction is still open (issue 22).
+	// Then the stalled instance resumes, a zombie. It needs three instances and a
+	// transaction timeout past the whole fault. Counted with the pauses and the stops.
+	MoveTwice
 )
 
 // ClusterFaultKinds are the fault kinds aimed at a three-broker cluster.
@@ -89,13 +98,15 @@ func (k FaultKind) String() string {
 		return "pause-broker"
 	case TwoBrokersDown:
 		return "two-brokers-down"
+	case MoveTwice:
+		return "move-twice"
 	}
 	return fmt.Sprintf("FaultKind(%d)", int(k))
 }
 
 // ParseFaultKind reads a FaultKind's name.
 func ParseFaultKind(s string) (FaultKind, error) {
-	all := append([]FaultKind{Kill, Term, Pause, BrokerKill, Stall}, ClusterFaultKinds()...)
+	all := append([]FaultKind{Kill, Term, Pause, BrokerKill, Stall, MoveTwice}, ClusterFaultKinds()...)
 	names := make([]string, len(all))
 	for i, k := range all {
 		if k.String() == s {
@@ -242,6 +253,12 @@ func PlanFaults(c PlanConfig) ([]Fault, time.Duration) {
 		case Stall:
 			f.Down = c.StallMin + time.Duration(rng.Int64N(int64(max(c.StallMax-c.StallMin, 1))))
 			overhead = 0
+		case MoveTwice:
+			// Past the session timeout (Pause), then the other instance's stop and
+			// restart, then a few seconds more with the tasks on the third instance.
+			f.Down = c.Pause + moveTwiceAfterPause + time.Duration(rng.Int64N(int64(3*time.Second)))
+			f.Target = rng.IntN(1 << 30)
+			overhead = time.Second
 		case BrokerKill:
 			f.Down = 2*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
 			overhead = 10 * time.Second
@@ -257,6 +274,11 @@ func PlanFaults(c PlanConfig) ([]Fault, time.Duration) {
 	}
 	return out, at
 }
+
+// moveTwiceAfterPause is how long a MoveTwice victim stays stopped, at least, after the
+// group gave its tasks away: the second instance's stop (a clean one, up to a few
+// seconds) and restart, and the third instance's restore.
+const moveTwiceAfterPause = 8 * time.Second
 
 // BrokerControl kills and restarts the broker, for the BrokerKill fault.
 type BrokerControl interface {

@@ -117,6 +117,9 @@ type Result struct {
 	Stops          int
 	Pauses         int
 	BrokerRestarts int
+	// StalledInCommit counts the MoveTwice victims that stopped inside a commit (the
+	// others were stopped wherever they were).
+	StalledInCommit int
 	// BrokerPauses counts the brokers paused; ClusterFaults the cluster faults by kind.
 	BrokerPauses  int
 	ClusterFaults map[string]int
@@ -209,6 +212,16 @@ func (c *Config) defaults() error {
 		}
 		if c.SessionTimeout < txn+3*time.Second {
 			return fmt.Errorf("eos: the stall fault needs a session timeout (%v) at least 3 s above the transaction timeout (%v)", c.SessionTimeout, txn)
+		}
+	}
+	if slices.Contains(c.FaultKinds, MoveTwice) {
+		if c.Instances < 3 {
+			return fmt.Errorf("eos: the move-twice fault needs three instances, not %d", c.Instances)
+		}
+		// The stalled owner's transaction must stay open until its tasks moved twice and
+		// it resumed (at most Pause + moveTwiceAfterPause + 3 s after it stopped).
+		if least := c.SessionTimeout + 2*time.Second + moveTwiceAfterPause + 3*time.Second; c.txnTimeout() < least {
+			return fmt.Errorf("eos: the move-twice fault needs a transaction timeout (%v) of at least %v (the session timeout %v + 13 s)", c.txnTimeout(), least, c.SessionTimeout)
 		}
 	}
 	if c.CommitInterval <= 0 {
@@ -326,6 +339,9 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 			},
 			launcher: cfg.Launcher,
 			logDir:   filepath.Join(cfg.WorkDir, "logs"),
+		}
+		if slices.Contains(cfg.FaultKinds, MoveTwice) {
+			in.cfg.StallFile = filepath.Join(cfg.WorkDir, fmt.Sprintf("stall-%d", i))
 		}
 		h.instances = append(h.instances, in)
 		if err := in.start(nil); err != nil {
@@ -566,6 +582,8 @@ func (h *harness) inject(ctx context.Context, f Fault) error {
 	}
 	p := in.proc
 	switch f.Kind {
+	case MoveTwice:
+		return h.moveTwice(ctx, f, in)
 	case Pause, Stall:
 		if err := p.signal(syscall.SIGSTOP); err != nil {
 			return err
@@ -634,6 +652,115 @@ func (h *harness) inject(ctx context.Context, f Fault) error {
 		return nil
 	}
 	return fmt.Errorf("eos: unknown fault %v", f.Kind)
+}
+
+// moveTwice runs the MoveTwice fault on instance a: a stops itself inside a commit (its
+// stall file), the group gives its tasks away, another instance stops cleanly and comes
+// back (the tasks it took from a move to the third), then a resumes.
+func (h *harness) moveTwice(ctx context.Context, f Fault, a *instance) error {
+	p := a.proc
+	began := time.Since(h.began)
+	inCommit, err := h.stallInCommit(ctx, p, a.cfg.StallFile)
+	if err != nil {
+		return err
+	}
+	if !inCommit {
+		h.logger.Warn("eos: no commit of the instance caught within 30 s; stopping it where it is", "instance", p.name)
+		if err := p.signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+	}
+	h.res.Pauses++
+	if inCommit {
+		h.res.StalledInCommit++
+	}
+	h.logger.Info("eos: stalled", "instance", p.name, "inside_commit", inCommit, "at", h.elapsed())
+	// The group gives a's tasks away past its session timeout.
+	if err := h.sleepUntil(ctx, began+h.cfg.SessionTimeout+2*time.Second); err != nil {
+		return err
+	}
+	var b *instance
+	for i := range h.instances {
+		in := h.instances[(f.Target+i)%len(h.instances)]
+		if in != a && in.proc != nil && !in.proc.exited() {
+			b = in
+			break
+		}
+	}
+	if b == nil {
+		h.anomaly("no running instance to move %s's tasks again", p.name)
+	} else {
+		bp := b.proc
+		bp.expected = true
+		if err := bp.signal(syscall.SIGTERM); err != nil {
+			return err
+		}
+		h.res.Stops++
+		h.logger.Info("eos: moving the tasks again", "stopping", bp.name, "at", h.elapsed())
+		if !bp.wait(2 * time.Minute) {
+			h.anomaly("%s did not stop within 2 min of SIGTERM; killing it; last log lines:\n%s", bp.name, bp.lastLines())
+			_ = bp.signal(syscall.SIGKILL)
+			bp.wait(30 * time.Second)
+		} else if bp.err != nil {
+			h.anomaly("%s exited with %v after SIGTERM; last log lines:\n%s", bp.name, bp.err, bp.lastLines())
+		}
+		if err := h.sleepUntil(ctx, time.Since(h.began)+time.Second); err != nil {
+			return err
+		}
+		h.logger.Info("eos: restarting", "instance", b.cfg.Name, "at", h.elapsed())
+		if err := b.start(nil); err != nil {
+			return err
+		}
+	}
+	if err := h.sleepUntil(ctx, began+f.Down); err != nil {
+		return err
+	}
+	if err := p.signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	h.logger.Info("eos: resumed", "instance", p.name, "at", h.elapsed())
+	return nil
+}
+
+// stallInCommit arms p's stall file and waits, up to 30 s, until p has stopped itself
+// inside a commit; false when it did not (no commit, or no stall file).
+func (h *harness) stallInCommit(ctx context.Context, p *process, file string) (bool, error) {
+	if file == "" {
+		return false, nil
+	}
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		return false, fmt.Errorf("eos: stall file: %w", err)
+	}
+	deadline, taken := time.Now().Add(30*time.Second), false
+	for !p.exited() {
+		if processStopped(p.cmd.Process.Pid) {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			if taken || os.Remove(file) == nil {
+				return false, nil // disarmed before the instance took it
+			}
+			deadline, taken = time.Now().Add(5*time.Second), true // taken: it is stopping
+		}
+		if err := h.sleepUntil(ctx, time.Since(h.began)+20*time.Millisecond); err != nil {
+			return false, err
+		}
+	}
+	_ = os.Remove(file)
+	return false, nil
+}
+
+// processStopped reports whether process pid is stopped (state T in /proc/<pid>/stat,
+// Linux); false where it cannot tell.
+func processStopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses; the state follows the
+	// last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 }
 
 // waitRestoring waits, up to restartTimeout, until a process restarted after a SIGKILL

@@ -5,11 +5,13 @@ package eos
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -52,6 +54,12 @@ type InstanceConfig struct {
 	// InternalTopicConfigs of the internal topics; none: eddy's default.
 	InternalTopicConfigs map[string]string `json:"internal_topic_configs,omitempty"`
 	Debug                bool              `json:"debug,omitempty"`
+	// StallFile, when set, makes the instance stop itself (SIGSTOP) inside a commit
+	// while the file exists: the first time one of its producers sends AddOffsetsToTxn,
+	// it deletes the file and stops. The transaction's records (output, changelog,
+	// offsets record) are written then, its offsets not yet committed: the MoveTwice
+	// fault.
+	StallFile string `json:"stall_file,omitempty"`
 }
 
 // IsInstance reports whether this process was started as an instance.
@@ -117,6 +125,10 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 			c.Consumer.Group.Session.Timeout = s
 			c.Consumer.Group.Heartbeat.Interval = s / 5
 		}
+		if cfg.StallFile != "" {
+			c.Net.Proxy.Enable = true
+			c.Net.Proxy.Dialer = &stallDialer{file: cfg.StallFile, d: net.Dialer{Timeout: c.Net.DialTimeout, KeepAlive: c.Net.KeepAlive}}
+		}
 	}
 	app, err := eddy.New(topo, ec)
 	if err != nil {
@@ -176,4 +188,39 @@ func parseRestoreLine(line []byte) (RestoreEvent, bool) {
 		return RestoreEvent{}, false
 	}
 	return RestoreEvent{Task: l.Task, Store: l.Store, From: l.From, To: l.To, Records: l.Records, Wiped: l.Wiped}, true
+}
+
+// stallDialer dials the brokers for an instance with a StallFile: its connections stop
+// the process inside a commit (stallConn).
+type stallDialer struct {
+	file string
+	d    net.Dialer
+}
+
+func (s *stallDialer) Dial(network, addr string) (net.Conn, error) {
+	c, err := s.d.Dial(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &stallConn{Conn: c, file: s.file}, nil
+}
+
+// apiAddOffsetsToTxn is the Kafka API key of AddOffsetsToTxn, which sarama sends when a
+// transaction commits, after its records are written and before TxnOffsetCommit and
+// EndTxn.
+const apiAddOffsetsToTxn = 25
+
+// stallConn stops the process before it writes an AddOffsetsToTxn request while the
+// stall file exists (deleting it: once per file). sarama writes each request in one
+// Write (int32 size, int16 API key, ...) on a plaintext connection.
+type stallConn struct {
+	net.Conn
+	file string
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	if len(b) >= 6 && binary.BigEndian.Uint16(b[4:6]) == apiAddOffsetsToTxn && os.Remove(c.file) == nil {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	}
+	return c.Conn.Write(b)
 }
