@@ -88,7 +88,10 @@ func (c *committedOffsets) forget(topic string) {
 // older committed offset (seen after a kill -9 of a single-node Kafka 4.1 while it
 // reloads __consumer_offsets; docs/kafka-notes.md) would otherwise make the task process
 // committed input again. Every record of the last transaction is at the end of the
-// partition, so reading its last few offsets is enough.
+// partition, behind the transactions aborted since (kread.ReadLast widens its window
+// until the last commitKey record and the transaction it closes lie inside it: ten
+// aborted transactions after the last commit pushed a fixed window of 4*(n+1)+16 offsets
+// past it, TestOffsetsRecordAfterManyAbortedTxns).
 //
 // Only under exactly-once: there the record commits atomically with the output it
 // vouches for. An at-least-once producer acknowledges each partition on its own, so a

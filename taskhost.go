@@ -185,7 +185,7 @@ func (rt *runtime) topicIDs(topics []string) (map[string]sarama.Uuid, error) {
 
 func (rt *runtime) readLast(ctx context.Context, topic string, partition int32, window int) (map[string][]byte, error) {
 	wait := rt.stableWait()
-	return kread.ReadLast(ctx, rt.restoreC, topic, partition, window, wait, func(lastStable, highWater int64) {
+	return kread.ReadLast(ctx, rt.restoreC, topic, partition, window, []byte(commitKey), wait, func(lastStable, highWater int64) {
 		rt.logger.Info("a transaction is open on the offsets partition (a previous owner stalled or died in a commit); waiting for it to end before reading the offsets record, which may lie behind it",
 			"topic", topic, "partition", partition, "last_stable_offset", lastStable, "high_water_mark", highWater, "bound", wait)
 	})

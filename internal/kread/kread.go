@@ -6,6 +6,7 @@
 package kread
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -344,26 +345,48 @@ func fetchVersion(v sarama.KafkaVersion) int16 {
 	}
 }
 
-// ReadLast reads the committed records among the last window offsets of a partition
-// and returns the last value of each key. It serves records that are rewritten in full
-// by every transaction, such as a task's offsets record: the newest transaction's
-// records are all at the end. The end is StableOffsets' (bounded by stableWait, onWait
-// called when the wait begins): below the last stable offset alone, the newest committed
-// transaction's records can lie behind another producer's open transaction, and the last
-// ones read would be an older transaction's.
-func ReadLast(ctx context.Context, client sarama.Client, topic string, partition int32, window int, stableWait time.Duration, onWait func(lastStable, highWater int64)) (map[string][]byte, error) {
+// ReadLast reads the committed records at the end of a partition and returns the last
+// value of each key. It serves records that are rewritten in full by every transaction
+// and closed by a record with key closeKey, such as a task's offsets record: the newest
+// committed transaction's records are the last committed ones.
+//
+// It reads the last window offsets first, and doubles the window (never below the log
+// start) until the last closeKey record read lies at least window/2 offsets above the
+// window's start: then the transaction it closes lies whole in the window, as long as a
+// transaction's records (with those of other producers' transactions interleaved)
+// span at most window/2 offsets, which the caller's first window must ensure. A fixed
+// window is not enough: transactions aborted after the last committed one (an owner
+// crashing again and again inside its commits) take offsets too, and the committed
+// transaction falls out of the window, or the window cuts through it and returns its
+// closing record without the others. The common case reads the first window once.
+//
+// The end is StableOffsets' (bounded by stableWait, onWait called when the wait begins):
+// below the last stable offset alone, the newest committed transaction's records can lie
+// behind another producer's open transaction, and the last ones read would be an older
+// transaction's.
+func ReadLast(ctx context.Context, client sarama.Client, topic string, partition int32, window int, closeKey []byte, stableWait time.Duration, onWait func(lastStable, highWater int64)) (map[string][]byte, error) {
 	start, end, err := StableOffsets(ctx, client, topic, partition, stableWait, onWait)
 	if err != nil {
 		return nil, err
 	}
-	from := max(start, end-int64(window))
-	last := map[string][]byte{}
-	err = ReadRange(ctx, client, topic, partition, from, end, func(r Record) error {
-		last[string(r.Key)] = r.Value
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	w := int64(max(window, 2))
+	for {
+		from := max(start, end-w)
+		last := map[string][]byte{}
+		closedAt := int64(-1)
+		err = ReadRange(ctx, client, topic, partition, from, end, func(r Record) error {
+			last[string(r.Key)] = r.Value
+			if bytes.Equal(r.Key, closeKey) {
+				closedAt = r.Offset
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if from <= start || closedAt-from >= w/2 {
+			return last, nil
+		}
+		w *= 2
 	}
-	return last, nil
 }
