@@ -50,6 +50,9 @@ type taskHost interface {
 	// groupOffset returns the consumer group's committed offset of a partition
 	// (negative: none).
 	groupOffset(topic string, partition int32) (int64, error)
+	// startOffset returns where a partition without a committed offset starts: its end
+	// for a topic read from the latest offset, else its log start.
+	startOffset(topic string, partition int32) (int64, error)
 }
 
 // taskSettings is what every task of a runtime is made with.
@@ -197,6 +200,13 @@ func (rt *runtime) readLast(ctx context.Context, topic string, partition int32, 
 // transaction timeout, or are aborted by the broker at its next check after that.
 func (rt *runtime) stableWait() time.Duration {
 	return kread.StableBound(rt.cfg.TransactionTimeout)
+}
+
+func (rt *runtime) startOffset(topic string, partition int32) (int64, error) {
+	if rt.latest[topic] {
+		return kread.HighWaterMark(rt.restoreC, topic, partition)
+	}
+	return kread.ListOffset(rt.restoreC, topic, partition, sarama.OffsetOldest)
 }
 
 func (rt *runtime) highWaterMark(topic string, partition int32) (int64, error) {

@@ -65,8 +65,18 @@ func (w *worker) commit(ctx context.Context) error {
 	for _, t := range w.tasks {
 		t.offsetsToCommit(offsets, w.cfg.exactlyOnce)
 	}
+	var fenced func()
+	if w.cfg.exactlyOnce && len(offsets) == 0 {
+		var err error
+		if fenced, err = w.fenceOffset(offsets); err != nil {
+			return err
+		}
+	}
 	if err := w.txn.commit(ctx, offsets); err != nil {
 		return err
+	}
+	if fenced != nil {
+		fenced()
 	}
 	if err := w.postCommit(); err != nil {
 		return err
@@ -79,6 +89,30 @@ func (w *worker) commit(ctx context.Context) error {
 	}
 	w.logger.Debug("committed", "tasks", len(parts), "offsets", offsets, "took", time.Since(began))
 	return nil
+}
+
+// fenceOffset puts into offsets, which hold none, where one of the worker's partitions
+// starts (the partition has no committed offset and nothing was consumed from it:
+// host.startOffset resolves the offset reset policy), and returns what records it as
+// the task's committed offset once the transaction committed. The generation and
+// member ID that TxnOffsetCommit carries are what fence a zombie's transaction
+// (KIP-447), and the producer sends none with no offsets: a transaction holding only a
+// wall-clock punctuator's output, of tasks whose input had never been committed, was
+// committed without the check (TestPunctuationOnlyTxnCommitsOffsets). Once committed,
+// the offset goes with every later commit (offsetsToCommit), without another lookup.
+func (w *worker) fenceOffset(offsets map[string]map[int32]int64) (func(), error) {
+	for _, t := range w.tasks {
+		for _, topic := range t.topics {
+			off, err := w.host.startOffset(topic, t.id.Partition)
+			if err != nil {
+				return nil, &taskError{task: t.id, rec: abortTxn, err: err,
+					op: fmt.Sprintf("read where %s/%d starts, to commit it with a transaction that consumed no input (its group generation fences a zombie's transaction)", topic, t.id.Partition)}
+			}
+			offsets[topic] = map[int32]int64{t.id.Partition: off}
+			return func() { t.committed.advance(topic, off) }, nil
+		}
+	}
+	return nil, nil
 }
 
 // postCommit finishes every task's part of the committed transaction; the tasks that
