@@ -124,10 +124,21 @@ func TestSuppressedFinalResultsAreExactlyOnceUnderFaults(t *testing.T) {
 			want[fmt.Sprintf("%s@%d", u, (at/(10*time.Second))*10)]++
 			msgs = append(msgs, &sarama.ProducerMessage{Key: sarama.StringEncoder(u), Value: sarama.StringEncoder("/"), Timestamp: base.Add(at)})
 		}
+		mu.Lock()
+		before := commits
+		mu.Unlock()
 		if err := c.Produce(pctx, in, msgs...); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		// Each batch gets a commit of its own before the next is written, so the
+		// faults above have commits to strike: with a fixed pause, an application
+		// slow to start (CI's loaded machine) took a half of the input in one commit
+		// and the test saw two commits and no fault.
+		waitFor(t, time.Minute, "a commit of the batch", func() (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return commits > before, nil
+		})
 	}
 	// A record far ahead closes every window above (its own stays open).
 	if err := c.Produce(pctx, in, &sarama.ProducerMessage{Key: sarama.StringEncoder("zed"), Value: sarama.StringEncoder("/"), Timestamp: base.Add(time.Hour)}); err != nil {
