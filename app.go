@@ -28,6 +28,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/sinktxn"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/topology"
 )
@@ -75,7 +76,30 @@ func New(topo *topology.Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{topo: topo, g: graph.Of(topo), cfg: c, sarama: sc, autoFetch: autoFetch}, nil
+	g := graph.Of(topo)
+	if err := checkSinks(g, c); err != nil {
+		return nil, err
+	}
+	return &App{topo: topo, g: g, cfg: c, sarama: sc, autoFetch: autoFetch}, nil
+}
+
+// checkSinks refuses sinks outside Kafka that the configuration cannot serve: a
+// two-phase-commit target needs the Kafka transaction that names its transactions, and
+// every transaction ID must fit the longest a target holds (PostgreSQL's GIDs).
+func checkSinks(g *graph.Graph, c Config) error {
+	for _, n := range g.Order {
+		if n.Sink == nil {
+			continue
+		}
+		if n.Sink.Guarantee == sinktxn.TwoPhase && c.Guarantee == AtLeastOnce {
+			return configErr("Guarantee", "sink node %q writes with two-phase commit, which only exactly-once drives (its transactions are committed by the Kafka transaction that names them): use Guarantee ExactlyOnce, or an idempotent target", n.Name)
+		}
+		longest := sinktxn.ID{App: c.ApplicationID, Task: "65535_2147483647", Node: n.Name, Nonce: 1}.String()
+		if len(longest) > sinktxn.MaxIDLen {
+			return configErr("ApplicationID", "with sink node %q its transaction IDs take up to %d bytes, more than the %d a target must hold: shorten the application ID or the node's name", n.Name, len(longest), sinktxn.MaxIDLen)
+		}
+	}
+	return nil
 }
 
 // Config returns the configuration with its defaults filled in.

@@ -109,8 +109,12 @@ func (t *taskRunner) prepare(ctx context.Context) error {
 // record. The producer is the worker's business (worker.prepare).
 func (t *taskRunner) prepareOnce(ctx context.Context) error {
 	// The offsets record first: a store restored from its source topic stops at the
-	// committed input offset.
-	if _, err := t.readOffsetsRecord(ctx); err != nil {
+	// committed input offset, and its nonce names the last committed transaction.
+	nonce, err := t.readOffsetsRecord(ctx)
+	if err != nil {
+		return err
+	}
+	if err := t.recoverSinks(ctx, nonce); err != nil {
 		return err
 	}
 	if !t.storesCurrent {
@@ -119,6 +123,22 @@ func (t *taskRunner) prepareOnce(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// recoverSinks resolves what is pending in the task's sinks outside Kafka before the
+// task processes (docs/architecture.md, "Sinks beyond Kafka"): a prepared transaction
+// of the last committed Kafka transaction (nonce) is committed, any other rolled back.
+func (t *taskRunner) recoverSinks(ctx context.Context, nonce uint64) error {
+	sinks := t.eng.Sinks()
+	if len(sinks.Nodes()) == 0 {
+		return nil
+	}
+	sinks.SetNonce(func() uint64 { return t.txn.commitNonce() })
+	got, err := sinks.Recover(ctx, nonce)
+	if n := len(got.Committed) + len(got.RolledBack); n > 0 {
+		t.logger.Info("resolved the sink transactions a previous owner left prepared", "committed", got.Committed, "rolled_back", got.RolledBack)
+	}
+	return err
 }
 
 // readOffsetsRecord reads the task's offsets record back (exactly-once only) and

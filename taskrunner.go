@@ -138,6 +138,11 @@ func (t *taskRunner) claim(topic string, offset int64, hwm func() int64) {
 
 // dropWork drops the task's uncommitted work: the store buffers, the engine's time
 // state and caches since the last commit, the kept input.
+// sinkAbandonTimeout bounds discarding a dropped unit of work's sink transactions that
+// were not prepared (a database that does not answer must not hold up a rebalance:
+// the transaction dies with its connection anyway).
+const sinkAbandonTimeout = 10 * time.Second
+
 func (t *taskRunner) dropWork() {
 	if t.set != nil {
 		t.set.Discard()
@@ -149,6 +154,11 @@ func (t *taskRunner) dropWork() {
 		// The engine's time state and the tables' caches belong to the dropped work
 		// too: back to the last commit (a kept at-least-once task goes on with them).
 		t.eng.Rollback()
+		ctx, cancel := context.WithTimeout(context.Background(), sinkAbandonTimeout)
+		if err := t.eng.Sinks().Abandon(ctx); err != nil {
+			t.logger.Warn("discarding the open sink transactions failed", "error", err)
+		}
+		cancel()
 	}
 	t.work.drop()
 }

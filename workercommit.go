@@ -17,12 +17,47 @@ func (w *worker) commitWithRecovery(ctx context.Context) error {
 		cancel()
 		if err == nil {
 			w.failingSince = time.Time{}
+			w.finishSinks(ctx)
 			return nil
 		}
 		if err := w.recover(ctx, err); err != nil {
 			return err
 		}
 	}
+}
+
+// finishSinks commits the sink transactions of the committed Kafka transaction (the
+// post-commit of package sink): retried with backoff while the session lives, since
+// the Kafka transaction that names them committed and nothing may undo it. The worker
+// commits nothing meanwhile (a task never has two committed transactions with
+// unfinished sink transactions). If the session ends first, they stay prepared, and
+// the task's next start commits them (taskRunner.prepareOnce).
+func (w *worker) finishSinks(ctx context.Context) {
+	b := backoff.Backoff{Max: maxRecoverDelay}
+	for attempt := 1; ; attempt++ {
+		opCtx, cancel := w.opContext()
+		err := w.finishSinksOnce(opCtx)
+		cancel()
+		if err == nil {
+			return
+		}
+		delay := b.Next()
+		w.logger.Warn("committing the sink transactions of a committed Kafka transaction failed; retrying", "error", err, "attempt", attempt, "retry_in", delay)
+		if backoff.Sleep(ctx, delay) != nil {
+			w.logger.Warn("the session ended with sink transactions still prepared; the tasks' next start commits them", "error", err)
+			return
+		}
+	}
+}
+
+func (w *worker) finishSinksOnce(ctx context.Context) error {
+	var errs []error
+	for _, t := range w.tasks {
+		if t.eng != nil && t.eng.Sinks().Unfinished() > 0 {
+			errs = append(errs, t.eng.Sinks().Finish(ctx))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // commit ends the unit of work of the worker's tasks, in Kafka Streams' three steps.
@@ -34,6 +69,14 @@ func (w *worker) commitWithRecovery(ctx context.Context) error {
 // only now do the stores write their buffers with the new changelog checkpoints, so a
 // store is never ahead of its changelog.
 func (w *worker) commit(ctx context.Context) error {
+	// The sink transactions of the last commit first: a Kafka transaction must not
+	// commit while an earlier one's sink transactions are unfinished (the session that
+	// failed to finish them ended; this is the commit at the end of the next one, or
+	// at suspend).
+	if err := w.finishSinksOnce(ctx); err != nil {
+		return &taskError{task: w.tasks[0].id, rec: abortTxn, err: err,
+			op: "commit the sink transactions of the last committed transaction before committing another"}
+	}
 	for _, t := range w.tasks {
 		// The tables' record caches forward into this transaction (or abort it).
 		if err := t.eng.Flush(); err != nil {
@@ -65,6 +108,14 @@ func (w *worker) commit(ctx context.Context) error {
 	for _, t := range w.tasks {
 		t.offsetsToCommit(offsets, w.cfg.exactlyOnce)
 	}
+	// Pre-commit: every sink transaction durable and invisible (package sink) before
+	// the Kafka transaction, which names them by its nonce, commits. A failure aborts
+	// the Kafka transaction too (the input is replayed).
+	for _, t := range parts {
+		if err := t.eng.Sinks().Prepare(ctx); err != nil {
+			return &taskError{task: t.id, rec: abortTxn, err: err, op: "pre-commit its sinks"}
+		}
+	}
 	var fenced func()
 	if w.cfg.exactlyOnce && len(offsets) == 0 {
 		var err error
@@ -77,6 +128,9 @@ func (w *worker) commit(ctx context.Context) error {
 	}
 	if fenced != nil {
 		fenced()
+	}
+	for _, t := range parts {
+		t.eng.Sinks().Committed()
 	}
 	if err := w.postCommit(); err != nil {
 		return err
@@ -139,7 +193,7 @@ func (w *worker) postCommit() error {
 func (w *worker) participants() []*taskRunner {
 	var parts []*taskRunner
 	for _, t := range w.tasks {
-		if t.work.pending > 0 || t.set.Dirty() > 0 {
+		if t.work.pending > 0 || t.set.Dirty() > 0 || t.eng.Sinks().HasOpen() {
 			parts = append(parts, t)
 		}
 	}
@@ -232,6 +286,12 @@ func (w *worker) rollback(ctx context.Context, rec recovery) error {
 		if err == nil {
 			for _, t := range w.tasks {
 				t.eng.Rollback()
+				// Only once the Kafka transaction is known aborted: its sink
+				// transactions go too. One left prepared here is not the last
+				// committed one, and the task's next start rolls it back.
+				if err := t.eng.Sinks().Rollback(ctx); err != nil {
+					t.logger.Warn("rolling back the sink transactions failed; the task's next start rolls them back", "error", err)
+				}
 			}
 			return nil
 		}
@@ -278,6 +338,9 @@ func (w *worker) settle(ctx context.Context) error {
 			t.committedWork()
 		} else {
 			t.eng.Rollback()
+		}
+		if err := t.eng.Sinks().Settled(ctx, committed); err != nil {
+			t.logger.Warn("rolling back the sink transactions of the transaction that did not commit failed; the task's next start rolls them back", "error", err)
 		}
 	}
 	w.txn.nonce = 0

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/sinktxn"
 	"github.com/eddy-streams/eddy/internal/windowstore"
 	"github.com/eddy-streams/eddy/processor"
 )
@@ -64,6 +65,10 @@ type Node struct {
 
 	// Factory makes the node's running instance for a task.
 	Factory Factory
+
+	// Sink is set on a processor that writes into a store outside Kafka (package sink):
+	// the runtime resolves its pending transactions at task start.
+	Sink *sinktxn.Node
 }
 
 // TopicNames resolves the node's topics for an application.

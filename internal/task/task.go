@@ -18,6 +18,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/partition"
+	"github.com/eddy-streams/eddy/internal/sinktxn"
 	"github.com/eddy-streams/eddy/internal/timestate"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/statestore"
@@ -123,6 +124,10 @@ type Task struct {
 	caches *cache.Registry
 	// times is the time state of the task's windowed processors, rolled back with it.
 	times *timestate.Registry
+	// sinks are the task's sink nodes into stores outside Kafka and their open
+	// transactions, which the runtime (or the test driver) prepares, commits, rolls
+	// back and recovers around its commit.
+	sinks *sinktxn.Registry
 }
 
 // New instantiates the sub-topology's nodes and registers its stores. Call Init once the
@@ -144,9 +149,17 @@ func New(cfg Config) (*Task, error) {
 		return nil, fmt.Errorf("task %s: unknown deserialization error policy %d", cfg.ID, cfg.OnDeserializationError)
 	}
 	caches, times := cache.NewRegistry(), &timestate.Registry{}
-	ctx, cancel := context.WithCancel(timestate.WithRegistry(cache.WithRegistry(context.Background(), caches), times))
+	var sinkNodes []sinktxn.Node
+	for _, n := range cfg.Subtopology.Nodes {
+		if n.Sink != nil {
+			sinkNodes = append(sinkNodes, *n.Sink)
+		}
+	}
+	sinks := sinktxn.NewRegistry(cfg.ApplicationID, cfg.ID.String(), sinkNodes)
+	base := sinktxn.WithRegistry(cache.WithRegistry(context.Background(), caches), sinks)
+	ctx, cancel := context.WithCancel(timestate.WithRegistry(base, times))
 	t := &Task{
-		cfg: cfg, ctx: ctx, cancel: cancel, caches: caches, times: times,
+		cfg: cfg, ctx: ctx, cancel: cancel, caches: caches, times: times, sinks: sinks,
 		logger:         cfg.Logger.With("task", cfg.ID.String()),
 		nodes:          map[string]graph.Instance{},
 		sources:        map[string]graph.SourceInstance{},
@@ -449,6 +462,9 @@ func (t *Task) Flush() error {
 // LateRecords is the number of records the task's windowed aggregations dropped as
 // late: the source of eddy_dropped_records_total{reason="late"}.
 func (t *Task) LateRecords() int64 { return t.times.LateCount() }
+
+// Sinks is the registry of the task's sinks into stores outside Kafka.
+func (t *Task) Sinks() *sinktxn.Registry { return t.sinks }
 
 // Caches is the task's record-cache registry (for tests and metrics).
 func (t *Task) Caches() *cache.Registry { return t.caches }
