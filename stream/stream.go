@@ -5,6 +5,7 @@ import (
 
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/sink"
 	"github.com/eddy-streams/eddy/topology"
 )
 
@@ -182,6 +183,15 @@ func (s Stream[K, V]) Merge(others []Stream[K, V], opts ...Option) Stream[K, V] 
 func (s Stream[K, V]) To(topic string, keys serde.Serde[K], values serde.Serde[V], opts ...Option) {
 	name := s.b.nodeName(opts, "KSTREAM-SINK-")
 	topology.AddSink(s.b.tb, name, topic, keys, values, s.node)
+}
+
+// ToSink writes the stream into target, a store outside Kafka, in one transaction per
+// task and commit, joined to the application's commit (package sink: two-phase commit
+// under exactly-once, or idempotent writes). The node is EDDY-SINKTO-000000000N unless
+// Named; the name is part of its transactions' IDs.
+func (s Stream[K, V]) ToSink(target sink.Target[K, V], opts ...Option) {
+	name := s.b.nodeName(opts, "EDDY-SINKTO-")
+	topology.AddSinkTo(s.b.tb, name, target, s.node)
 }
 
 // Repartition writes the stream through a repartition topic

@@ -16,6 +16,7 @@
 package topologytest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,6 +126,9 @@ type Driver struct {
 	closed       bool
 	// tx is the open transaction of every task under CommitEvery > 1; nil when none.
 	tx *openTx
+	// sinkNonce names the sink transactions of the commit under way; it changes at
+	// every commit and abort.
+	sinkNonce uint64
 }
 
 // openTx is a transaction spanning several piped records (Config.CommitEvery).
@@ -146,7 +150,7 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Driver{
-		cfg: cfg, topo: topo,
+		cfg: cfg, topo: topo, sinkNonce: 1,
 		byTopic: map[string]*task.Task{}, topics: map[string][]Record{}, read: map[string]int{},
 		wall: cfg.StartTime, nextTime: cfg.StartTime,
 	}
@@ -188,6 +192,9 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 			d.Close()
 			return nil, err
 		}
+		// A sink outside Kafka gets a transaction per commit, named by a nonce of the
+		// driver's (the runtime's is its Kafka transaction's).
+		t.Sinks().SetNonce(func() uint64 { return d.sinkNonce })
 		d.tasks = append(d.tasks, t)
 		for _, topic := range t.SourceTopics() {
 			d.byTopic[topic] = t
@@ -332,6 +339,7 @@ func (d *Driver) Commit() error {
 func (d *Driver) abort(cause error) error {
 	for _, t := range d.tasks {
 		t.Stores().Discard()
+		d.rollbackSinks(t)
 		t.Rollback()
 	}
 	for topic, recs := range d.topics {
@@ -418,6 +426,7 @@ func (d *Driver) transaction(t *task.Task, fn func() error) error {
 	}
 	if err != nil {
 		t.Stores().Discard()
+		d.rollbackSinks(t)
 		t.Rollback() // time state and record caches, as the runtime after an abort
 		for topic, recs := range d.topics {
 			d.topics[topic] = recs[:lengths[topic]]
@@ -425,6 +434,14 @@ func (d *Driver) transaction(t *task.Task, fn func() error) error {
 		d.queue = d.queue[:queued]
 	}
 	return err
+}
+
+// rollbackSinks rolls back the task's sink transactions of the aborted commit.
+func (d *Driver) rollbackSinks(t *task.Task) {
+	if err := t.Sinks().Rollback(context.Background()); err != nil {
+		d.cfg.Logger.Warn("topologytest: rolling back a sink transaction failed", "error", err)
+	}
+	d.sinkNonce++
 }
 
 // commit forwards what the task's record caches hold, writes the task's changelog
@@ -440,8 +457,27 @@ func (d *Driver) commit(t *task.Task) error {
 	return d.commitStores(t)
 }
 
-// commitStores writes the task's changelog records and flushes its stores.
+// commitStores commits the task's work as the runtime does around its Kafka
+// transaction: its sinks outside Kafka pre-commit, its changelog records are written,
+// its stores flushed, and its sinks' transactions committed.
 func (d *Driver) commitStores(t *task.Task) error {
+	ctx := context.Background()
+	if err := t.Sinks().Prepare(ctx); err != nil {
+		return err
+	}
+	if err := d.writeStores(t); err != nil {
+		return err
+	}
+	t.Sinks().Committed()
+	d.sinkNonce++
+	if err := t.Sinks().Finish(ctx); err != nil {
+		return fmt.Errorf("topologytest: %w (the runtime retries this until it commits; the driver stops here)", err)
+	}
+	return nil
+}
+
+// writeStores writes the task's changelog records and flushes its stores.
+func (d *Driver) writeStores(t *task.Task) error {
 	topics := t.ChangelogTopics()
 	lw := &changelogWriter{d: d, topics: topics, last: map[string]int64{}}
 	if err := t.Stores().LogChanges(lw); err != nil {
