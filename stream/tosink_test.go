@@ -51,4 +51,3 @@ func TestToSinkDeliversTableUpdates(t *testing.T) {
 		t.Fatalf("rows %s, want %s", got, want)
 	}
 }
-
