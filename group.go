@@ -152,28 +152,15 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		t.claim(claim.Topic(), claim.InitialOffset(), claim.HighWaterMarkOffset)
 		h.rt.applyOffsetReset(t, claim.Topic(), claim.Partition(), claim.InitialOffset())
 	}
-	done := sess.Context().Done()
 	h.rt.mu.Lock()
 	rejoin := h.rt.rejoin
 	h.rt.mu.Unlock()
-	var d detacher
-	for {
-		select {
-		case msg, ok := <-msgs:
-			if !ok {
-				return nil
-			}
-			if t != nil {
-				d.detach(msg)
-				t.inbox.push(sess.Context(), msg)
-			}
-		case <-done:
-			return nil
-		case <-rejoin:
-			// Returning ends the session; the consume loop joins again.
-			return nil
-		}
+	var in *inbox
+	if t != nil {
+		in = t.inbox
 	}
+	forwardClaim(sess.Context(), rejoin, msgs, in)
+	return nil
 }
 
 // Cleanup waits for every task of the session to commit and stop.

@@ -114,13 +114,15 @@ func (in *inbox) lag() map[string]int64 {
 	return out
 }
 
-// push adds a record, waiting while its queue is full; it gives up when ctx ends.
-func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) {
+// push adds a record, waiting while its queue is full; it gives up when ctx ends or
+// the inbox is closed, and then reports false: the caller must push no later record of
+// that partition, or the task would process past a record it never saw.
+func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) bool {
 	for {
 		in.mu.Lock()
 		if !in.open {
 			in.mu.Unlock()
-			return
+			return false
 		}
 		q := in.queue(msg.Topic)
 		if len(q.msgs)-q.head < inboxLimit {
@@ -131,13 +133,44 @@ func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) {
 			case notify <- struct{}{}:
 			default:
 			}
-			return
+			return true
 		}
 		space := q.space
 		in.mu.Unlock()
 		select {
 		case <-space:
 		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// forwardClaim hands a claim's records to in, in order, until the claim ends or ctx or
+// rejoin is done. Once the inbox did not take a record (the session ending while the
+// queue is full, or the task closed), it hands over none after it and only drains the
+// claim: carrying on with the next record would leave a gap that the task processes
+// past, and commits. A long run lost one input record so: the session ended while the
+// task's queue was full; the push of record n gave up, the loop then took record n+1
+// from the claim (select picks at random among ready cases), the worker had meanwhile
+// made room, n+1 went in, and the commit at the end of the session covered n without
+// its output (eos-verify, seed 1796185285269984653).
+func forwardClaim(ctx context.Context, rejoin <-chan struct{}, msgs <-chan *sarama.ConsumerMessage, in *inbox) {
+	var d detacher
+	pushing := in != nil // a claim of an unknown task is drained
+	for {
+		select {
+		case msg, ok := <-msgs:
+			if !ok {
+				return
+			}
+			if pushing {
+				d.detach(msg)
+				pushing = in.push(ctx, msg)
+			}
+		case <-ctx.Done():
+			return
+		case <-rejoin:
+			// Returning ends the session; the consume loop joins again.
 			return
 		}
 	}
