@@ -2,7 +2,8 @@
 # test.sh — run eddy's whole test suite: every package's tests with the race
 # detector, the integration tests against both the embedded broker and a real
 # single-node Apache Kafka 4.1 (started from Maven Central jars by
-# integration/kafka.sh, needs Java 17+ and Maven).
+# integration/kafka.sh, needs Java 17+ and Maven), and the PostgreSQL sink tests
+# against a real PostgreSQL (integration/postgres.sh, Debian's postgresql package).
 #
 #   ./test.sh                         # cross-builds (darwin, windows), fuzzes briefly, then go test -race -timeout 30m ./...
 #   ./test.sh -run TestFencing ./kafkatest/   # other go test arguments
@@ -11,6 +12,8 @@
 # this script starts is stopped on exit; one that was already running (from
 # integration/kafka.sh start) is used and left running. If the broker cannot
 # start, the script fails: it never falls back to the embedded broker alone.
+# PostgreSQL listens on 127.0.0.1:15432 (EDDY_POSTGRES_PORT), started and stopped the
+# same way; its DSN goes to the tests as EDDY_TEST_POSTGRES.
 # The exit status is go test's.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -22,6 +25,20 @@ step "go mod download"
 go mod download
 
 kafka=integration/kafka.sh
+pg=integration/postgres.sh
+# What this script started, it stops on exit.
+started=()
+cleanup() {
+	local s
+	for s in "${started[@]}"; do
+		step "stopping $s"
+		case $s in
+		Kafka) $kafka stop || true ;;
+		PostgreSQL) $pg stop || true ;;
+		esac
+	done
+}
+trap cleanup EXIT
 # The broker also gets a SASL_SSL listener (SCRAM, StandardAuthorizer; the PLAINTEXT one
 # stays) for TestSecuredKafka.
 export EDDY_KAFKA_SECURE=${EDDY_KAFKA_SECURE:-1}
@@ -35,8 +52,21 @@ else
 		echo "test.sh: the integration tests need it; not running the tests against the embedded broker alone." >&2
 		exit 1
 	fi
-	trap 'step "stopping Kafka"; $kafka stop || true' EXIT
+	started+=(Kafka)
 fi
+
+if $pg status >/dev/null 2>&1; then
+	step "using the PostgreSQL that is already running ($($pg status))"
+	pgdsn=$($pg dsn)
+else
+	step "starting PostgreSQL ($pg start)"
+	if ! pgdsn=$($pg start); then
+		echo "test.sh: FAILED: PostgreSQL did not start (see the messages above and '$pg logs'); the sink tests need it." >&2
+		exit 1
+	fi
+	started+=(PostgreSQL)
+fi
+export EDDY_TEST_POSTGRES=$pgdsn
 
 # The secured listener's client settings go to the tests under EDDY_TEST_SECURE_*, not
 # under the EDDY_TLS_* / EDDY_SASL_* names the CLI and the examples read: their own tests
@@ -63,7 +93,7 @@ if (($# == 0)); then
 	step "integration/fuzz.sh (every fuzz target, ${FUZZTIME:-5s} each)"
 	integration/fuzz.sh
 fi
-step "EDDY_TEST_BROKERS=$addr go test -race -timeout 30m $*"
+step "EDDY_TEST_BROKERS=$addr EDDY_TEST_POSTGRES=$pgdsn go test -race -timeout 30m $*"
 set +e
 EDDY_TEST_BROKERS=$addr go test -race -timeout 30m "$@"
 status=$?
