@@ -13,6 +13,7 @@
 #            cut would) and start it again on the same data dir: WAL recovery runs,
 #            prepared transactions must survive (the sink tests' restart test).
 #   restart  stop (fast) if running, then start again KEEPING the data dir.
+#   purge    stop it at once if running and delete its data dir (a test's own server).
 #   status   print "running pid N at DSN" (exit 0) or "stopped" (exit 1).
 #   dsn      print the DSN (the superuser "postgres", trust auth on loopback).
 #   logs     print the tail of the server log.
@@ -32,6 +33,8 @@
 #   EDDY_POSTGRES_BIN           bin dir with initdb, pg_ctl, postgres
 #                               (default: `pg_config --bindir`, else /usr/lib/postgresql/*/bin)
 #   EDDY_POSTGRES_START_TIMEOUT seconds to wait for readiness (default: 60)
+#   EDDY_POSTGRES_MAX_PREPARED  max_prepared_transactions (default: 64; 0 is
+#                               PostgreSQL's default, where two-phase commit refuses)
 set -euo pipefail
 
 readonly HOST=127.0.0.1
@@ -43,6 +46,7 @@ script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PHOME=${EDDY_POSTGRES_HOME:-$script_dir/.postgres}
 PORT=${EDDY_POSTGRES_PORT:-15432}
 START_TIMEOUT=${EDDY_POSTGRES_START_TIMEOUT:-60}
+MAX_PREPARED=${EDDY_POSTGRES_MAX_PREPARED:-64}
 
 log() { printf 'postgres.sh: %s\n' "$*" >&2; }
 die() {
@@ -144,7 +148,7 @@ listen_addresses = '$HOST'
 port = $PORT
 unix_socket_directories = ''
 max_connections = 200
-max_prepared_transactions = 64
+max_prepared_transactions = $MAX_PREPARED
 fsync = off
 full_page_writes = off
 shared_buffers = 64MB
@@ -205,6 +209,14 @@ cmd_crash() {
 	launch
 }
 
+cmd_purge() {
+	if running_pid >/dev/null; then
+		stop_server immediate
+	fi
+	rm -rf "$DATA" "$LOGFILE" "$STATE/initdb.log"
+	rmdir "$STATE" 2>/dev/null || true
+}
+
 cmd_restart() {
 	[[ -f $DATA/PG_VERSION ]] || die "no data dir at $DATA: use start"
 	stop_server fast
@@ -250,6 +262,7 @@ main() {
 	stop) with_lock stop_server fast ;;
 	crash) with_lock cmd_crash ;;
 	restart) with_lock cmd_restart ;;
+	purge) with_lock cmd_purge ;;
 	status) cmd_status ;;
 	dsn) dsn ;;
 	logs) cmd_logs ;;

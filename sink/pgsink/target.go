@@ -1,0 +1,370 @@
+package pgsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eddy-streams/eddy/internal/sinktxn"
+	"github.com/eddy-streams/eddy/sink"
+)
+
+// Options tunes a target. The zero value is the defaults.
+type Options struct {
+	// BatchRows is how many rows a transaction buffers before it writes them (one COPY
+	// or one upsert statement); the rest are written at Prepare. Default 2000.
+	BatchRows int
+	// Markers is the table where each two-phase transaction records its ID (created if
+	// missing): COMMIT PREPARED of an ID the server no longer knows is "already
+	// committed" when the marker is there, and "rolled back" otherwise. Default
+	// eddy_sink_commits.
+	Markers string
+	// MarkerRetention is how long markers are kept (pruned at most every ten minutes,
+	// by Prepare). It bounds the time from a transaction's PREPARE to the last Commit
+	// of its ID that must still answer "already committed": keep it well above the
+	// longest time an application may stay down. Default 7 days.
+	MarkerRetention time.Duration
+}
+
+const (
+	defaultBatchRows = 2000
+	defaultMarkers   = "eddy_sink_commits"
+	defaultRetention = 7 * 24 * time.Hour
+	pruneEvery       = 10 * time.Minute
+)
+
+func (o *Options) defaults() {
+	if o.BatchRows <= 0 {
+		o.BatchRows = defaultBatchRows
+	}
+	if o.Markers == "" {
+		o.Markers = defaultMarkers
+	}
+	if o.MarkerRetention <= 0 {
+		o.MarkerRetention = defaultRetention
+	}
+}
+
+// Target is a PostgreSQL table that a sink node writes into: the two-phase one
+// (NewTwoPhase) or the idempotent one (NewUpsert). It implements sink.Target[K, V].
+type Target[K, V any] struct {
+	pool      *pgxpool.Pool
+	tb        *table[K, V]
+	opts      Options
+	guarantee sink.Guarantee
+	markers   pgx.Identifier
+	lastPrune atomic.Int64 // unix nanoseconds
+}
+
+var _ sink.Target[string, int] = (*Target[string, int])(nil)
+
+// NewTwoPhase returns a target that writes each task's records of one eddy commit in
+// one PostgreSQL transaction, prepared (PREPARE TRANSACTION) before the Kafka
+// transaction commits and committed (COMMIT PREPARED) after: exactly-once. It checks
+// the server first: max_prepared_transactions must be above 0, the table and its
+// columns must exist, and it creates the Markers table if missing. pool's user must be
+// the one that commits the transactions later (PostgreSQL lets only the user that
+// prepared a transaction, or a superuser, finish it).
+func NewTwoPhase[K, V any](ctx context.Context, pool *pgxpool.Pool, t Table[K, V], opts Options) (*Target[K, V], error) {
+	opts.defaults()
+	var setting int
+	if err := pool.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&setting); err != nil {
+		return nil, dbErr("read max_prepared_transactions", err)
+	}
+	if err := checkPreparedXacts(setting, dbName(pool)); err != nil {
+		return nil, err
+	}
+	tb, err := openTable(ctx, pool, t, false)
+	if err != nil {
+		return nil, err
+	}
+	tg := &Target[K, V]{pool: pool, tb: tb, opts: opts, guarantee: sink.TwoPhase, markers: identOf(opts.Markers)}
+	// Created only when missing, and looked up first: CREATE INDEX (even IF NOT EXISTS)
+	// takes a share lock on the table, which waits for every prepared transaction that
+	// wrote a marker, so a task's recovery would wait for the very transactions it is
+	// about to finish.
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", tg.markers.Sanitize()).Scan(&exists); err != nil {
+		return nil, dbErr(fmt.Sprintf("look up the markers table %s", opts.Markers), err)
+	}
+	if !exists {
+		create := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (gid text PRIMARY KEY, committed_at timestamptz NOT NULL DEFAULT now());
+			CREATE INDEX IF NOT EXISTS %s ON %s (committed_at)`, tg.markers.Sanitize(),
+			pgx.Identifier{tg.markers[len(tg.markers)-1] + "_committed_at"}.Sanitize(), tg.markers.Sanitize())
+		if _, err := pool.Exec(ctx, create); err != nil && !createdMeanwhile(ctx, pool, tg.markers) {
+			return nil, dbErr(fmt.Sprintf("create the markers table %s", opts.Markers), err)
+		}
+	}
+	return tg, nil
+}
+
+// createdMeanwhile: two targets that create the table at once may collide in the
+// catalog (a unique violation on pg_type); the table is there all the same.
+func createdMeanwhile(ctx context.Context, pool *pgxpool.Pool, name pgx.Identifier) bool {
+	var exists bool
+	err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name.Sanitize()).Scan(&exists)
+	return err == nil && exists
+}
+
+// checkPreparedXacts refuses two-phase commit on a server that cannot prepare
+// transactions (PostgreSQL's default: max_prepared_transactions = 0, where PREPARE
+// TRANSACTION fails).
+func checkPreparedXacts(setting int, db string) error {
+	if setting > 0 {
+		return nil
+	}
+	return fmt.Errorf("pgsink: two-phase commit needs prepared transactions, but the server of database %s has max_prepared_transactions = %d: set max_prepared_transactions (at least the number of tasks writing to it at once, at most max_connections; e.g. 64) in postgresql.conf, or ALTER SYSTEM SET max_prepared_transactions = 64, and restart PostgreSQL (the setting takes effect only at server start); or use NewUpsert, which needs none", db, setting)
+}
+
+// NewUpsert returns a target that upserts each record's row by its Key columns, with
+// the source partition and offset that wrote it (Table.PartitionColumn, OffsetColumn):
+// a row is replaced only by a write from the same or a later offset of its partition,
+// so a replay never moves a row backwards. Prepare commits: at-least-once delivery
+// whose replays converge to the same rows (sink.Idempotent).
+func NewUpsert[K, V any](ctx context.Context, pool *pgxpool.Pool, t Table[K, V], opts Options) (*Target[K, V], error) {
+	opts.defaults()
+	tb, err := openTable(ctx, pool, t, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Target[K, V]{pool: pool, tb: tb, opts: opts, guarantee: sink.Idempotent}, nil
+}
+
+// Guarantee is sink.TwoPhase (NewTwoPhase) or sink.Idempotent (NewUpsert).
+func (tg *Target[K, V]) Guarantee() sink.Guarantee { return tg.guarantee }
+
+// Begin opens the transaction id. No connection is taken until the first batch is
+// written.
+func (tg *Target[K, V]) Begin(ctx context.Context, id sink.TxnID) (sink.Txn[K, V], error) {
+	gid := id.String()
+	if len(gid) > sinktxn.MaxIDLen {
+		return nil, fmt.Errorf("pgsink: transaction ID %s is %d bytes, PostgreSQL's GIDs at most %d", gid, len(gid), sinktxn.MaxIDLen)
+	}
+	return &txn[K, V]{tg: tg, id: id, gid: gid}, nil
+}
+
+// quoteLiteral quotes s as an SQL string literal (PREPARE TRANSACTION and COMMIT
+// PREPARED take a literal, not a parameter).
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Pending lists the prepared transactions of this database whose IDs start with
+// prefix (sink.Resolver): pg_prepared_xacts, LIKE with the prefix's wildcards escaped.
+func (tg *Target[K, V]) Pending(ctx context.Context, prefix string) ([]sink.TxnID, error) {
+	return pending(ctx, tg.pool, prefix)
+}
+
+func pending(ctx context.Context, pool *pgxpool.Pool, prefix string) ([]sink.TxnID, error) {
+	rows, err := pool.Query(ctx, `SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE $1 ESCAPE '\' ORDER BY prepared`, likePrefix(prefix))
+	if err != nil {
+		return nil, dbErr(fmt.Sprintf("list the prepared transactions %s*", prefix), err)
+	}
+	gids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, dbErr(fmt.Sprintf("list the prepared transactions %s*", prefix), err)
+	}
+	ids := make([]sink.TxnID, 0, len(gids))
+	for _, g := range gids {
+		id, err := sink.ParseTxnID(g)
+		if err != nil {
+			return nil, fmt.Errorf("pgsink: prepared transaction %q starts with %q but is not an eddy sink transaction ID: %w; finish it by hand (COMMIT PREPARED or ROLLBACK PREPARED)", g, prefix, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// likePrefix is a LIKE pattern matching what starts with prefix.
+func likePrefix(prefix string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(prefix) + "%"
+}
+
+// Commit commits the prepared transaction id (COMMIT PREPARED), from any connection.
+// One the server does not know is checked against its marker: committed already (nil),
+// or rolled back or never prepared (an error wrapping sink.ErrNotPrepared).
+func (tg *Target[K, V]) Commit(ctx context.Context, id sink.TxnID) error {
+	if tg.guarantee != sink.TwoPhase {
+		return nil
+	}
+	gid := id.String()
+	_, err := tg.pool.Exec(ctx, "COMMIT PREPARED "+quoteLiteral(gid))
+	if err == nil {
+		return nil
+	}
+	if !unknownGID(err) {
+		return dbErr(fmt.Sprintf("commit prepared transaction %s", gid), err)
+	}
+	var committed bool
+	if err := tg.pool.QueryRow(ctx, fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s WHERE gid = $1)", tg.markers.Sanitize()), gid).Scan(&committed); err != nil {
+		return dbErr(fmt.Sprintf("look up the marker of transaction %s, which is not prepared", gid), err)
+	}
+	if committed {
+		return nil
+	}
+	return fmt.Errorf("pgsink: commit transaction %s: %w (no prepared transaction and no marker in %s: it was rolled back, or never prepared)", gid, sink.ErrNotPrepared, tg.opts.Markers)
+}
+
+// Rollback rolls back the prepared transaction id (ROLLBACK PREPARED); one the server
+// does not know is not an error.
+func (tg *Target[K, V]) Rollback(ctx context.Context, id sink.TxnID) error {
+	if tg.guarantee != sink.TwoPhase {
+		return nil
+	}
+	gid := id.String()
+	if _, err := tg.pool.Exec(ctx, "ROLLBACK PREPARED "+quoteLiteral(gid)); err != nil && !unknownGID(err) {
+		return dbErr(fmt.Sprintf("roll back prepared transaction %s", gid), err)
+	}
+	return nil
+}
+
+// unknownGID: "prepared transaction with identifier … does not exist".
+func unknownGID(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "42704"
+}
+
+// prune deletes markers older than the retention, at most every pruneEvery, outside
+// any sink transaction: a DELETE inside a prepared transaction would hold its row
+// locks until COMMIT PREPARED, and another task's Prepare deleting the same markers
+// would wait for it (a deadlock when one worker prepares both). Best effort: a failure
+// waits for the next turn.
+func (tg *Target[K, V]) prune(ctx context.Context) {
+	now := time.Now().UnixNano()
+	last := tg.lastPrune.Load()
+	if now-last < int64(pruneEvery) || !tg.lastPrune.CompareAndSwap(last, now) {
+		return
+	}
+	_, _ = tg.pool.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE committed_at < now() - $1::interval", tg.markers.Sanitize()),
+		fmt.Sprintf("%d seconds", int64(tg.opts.MarkerRetention/time.Second)))
+}
+
+// txn is one task's transaction of one unit of work.
+type txn[K, V any] struct {
+	tg     *Target[K, V]
+	id     sink.TxnID
+	gid    string
+	tx     pgx.Tx // nil until the first batch
+	buf    []row
+	failed error // a batch failed: the transaction is dead, Prepare returns this
+	done   bool
+}
+
+func (t *txn[K, V]) Write(ctx context.Context, rec sink.Record[K, V]) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	if t.done {
+		return fmt.Errorf("pgsink: write into transaction %s after it was prepared or discarded", t.gid)
+	}
+	r, err := t.tg.tb.mapRow(rec)
+	if err != nil {
+		return err
+	}
+	t.buf = append(t.buf, r)
+	if len(t.buf) >= t.tg.opts.BatchRows {
+		return t.flush(ctx)
+	}
+	return nil
+}
+
+func (t *txn[K, V]) begin(ctx context.Context) error {
+	if t.tx != nil {
+		return nil
+	}
+	opts := pgx.TxOptions{}
+	if t.tg.guarantee == sink.TwoPhase {
+		// pgx runs CommitQuery for Commit and reports ErrTxCommitRollback when the
+		// server answers ROLLBACK: PREPARE TRANSACTION of a transaction that had
+		// already failed rolls it back and reports no error.
+		opts.CommitQuery = "PREPARE TRANSACTION " + quoteLiteral(t.gid)
+	}
+	tx, err := t.tg.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return dbErr(fmt.Sprintf("begin transaction %s", t.gid), err)
+	}
+	if t.tg.guarantee == sink.TwoPhase {
+		// The marker first: it commits and rolls back with the rows. (Written last, a
+		// statement of the transaction that failed unseen would make the marker's
+		// INSERT fail instead of the PREPARE, and hide the case Prepare checks.)
+		if _, err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s (gid) VALUES ($1)", t.tg.markers.Sanitize()), t.gid); err != nil {
+			_ = tx.Rollback(ctx)
+			return dbErr(fmt.Sprintf("record the marker of transaction %s", t.gid), err)
+		}
+	}
+	t.tx = tx
+	return nil
+}
+
+// flush writes the buffered rows.
+func (t *txn[K, V]) flush(ctx context.Context) error {
+	if len(t.buf) == 0 {
+		return nil
+	}
+	if err := t.begin(ctx); err != nil {
+		return err
+	}
+	if err := t.tg.tb.write(ctx, t.tx, t.buf); err != nil {
+		t.failed = fmt.Errorf("transaction %s: %w", t.gid, t.tg.tb.writeErr(ctx, t.tg.pool, t.buf, err))
+		t.end(ctx)
+		return t.failed
+	}
+	t.buf = t.buf[:0]
+	return nil
+}
+
+// end rolls the open transaction back and gives its connection back.
+func (t *txn[K, V]) end(ctx context.Context) {
+	if t.tx != nil {
+		_ = t.tx.Rollback(ctx)
+		t.tx = nil
+	}
+	t.buf = nil
+}
+
+// Prepare writes what is buffered, then (two-phase) records the marker and prepares
+// the transaction, or (upsert) commits it.
+func (t *txn[K, V]) Prepare(ctx context.Context) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	if t.done {
+		return fmt.Errorf("pgsink: transaction %s was already prepared or discarded", t.gid)
+	}
+	if err := t.flush(ctx); err != nil {
+		return err
+	}
+	if err := t.begin(ctx); err != nil {
+		return err
+	}
+	t.done = true
+	err := t.tx.Commit(ctx)
+	t.tx = nil
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return &Error{Op: "prepare transaction " + t.gid, Err: errors.New("PREPARE TRANSACTION rolled the transaction back: a statement in it had failed before (nothing was prepared)")}
+	}
+	if err != nil {
+		op := "prepare transaction " + t.gid
+		if t.tg.guarantee != sink.TwoPhase {
+			op = "commit transaction " + t.gid
+		}
+		return dbErr(op, err)
+	}
+	if t.tg.guarantee == sink.TwoPhase {
+		t.tg.prune(ctx)
+	}
+	return nil
+}
+
+// Discard rolls back a transaction that was not prepared.
+func (t *txn[K, V]) Discard(ctx context.Context) error {
+	t.done = true
+	t.end(ctx)
+	return nil
+}
