@@ -310,6 +310,15 @@ func (tb *table[K, V]) dedup(rows []row) []row {
 }
 
 // write writes a batch: COPY for a table without Key, the unnest upsert otherwise.
+// Measured (BenchmarkBatch, PostgreSQL 15 on this 2-core machine under load, rows of
+// text and bigint, one transaction per batch): at 1000 rows COPY ran 130-160k rows/s
+// against 290-340k for one multi-row VALUES or unnest INSERT (pgx's CopyFrom asks the
+// server for the column types first: a round trip per batch); at 10000 rows COPY ran
+// 540-760k against 370-390k for unnest. A keyed table cannot be COPYed (an upsert needs
+// INSERT … ON CONFLICT; a temporary staging table cannot be used in a transaction that
+// is PREPAREd); there unnest ran 18k rows/s against 10-11k for VALUES (every row an
+// update of an existing key), with one parameter per column whatever the batch size
+// (VALUES stops at 65535 parameters) and one plan.
 func (tb *table[K, V]) write(ctx context.Context, tx pgx.Tx, rows []row) error {
 	if len(rows) == 0 {
 		return nil

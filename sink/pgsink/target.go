@@ -19,7 +19,8 @@ import (
 // Options tunes a target. The zero value is the defaults.
 type Options struct {
 	// BatchRows is how many rows a transaction buffers before it writes them (one COPY
-	// or one upsert statement); the rest are written at Prepare. Default 2000.
+	// or one upsert statement); the rest are written at Prepare. Default 5000 (COPY
+	// gains with larger batches: see table.write).
 	BatchRows int
 	// Markers is the table where each two-phase transaction records its ID (created if
 	// missing): COMMIT PREPARED of an ID the server no longer knows is "already
@@ -34,7 +35,7 @@ type Options struct {
 }
 
 const (
-	defaultBatchRows = 2000
+	defaultBatchRows = 5000
 	defaultMarkers   = "eddy_sink_commits"
 	defaultRetention = 7 * 24 * time.Hour
 	pruneEvery       = 10 * time.Minute
