@@ -217,7 +217,8 @@ func TestPendingFindsOwnOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer opool.Close()
+	// Closed after the rollbacks that prepare registers (cleanups run last first).
+	t.Cleanup(opool.Close)
 	otbl := totalsTable(t, opool, "")
 	otg, err := NewTwoPhase(ctx, opool, otbl, Options{})
 	if err != nil {
