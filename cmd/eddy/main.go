@@ -3,11 +3,13 @@
 //	eddy reset --brokers HOST:PORT --application-id ID [--to-datetime TIME] [--dry-run] [--state-dir DIR]
 //	eddy state inspect [--json] [--verify] DIR
 //	eddy state dump [--key-serde S] [--value-serde S] [--task ID] DIR STORE
+//	eddy sinks pending --postgres DSN [--app ID]
 //
 // reset makes an application start over, like Kafka's kafka-streams-application-reset:
 // it resets the application's committed offsets on its input topics and deletes its
 // internal (changelog and repartition) topics. state inspect and state dump read the
-// bbolt files of a stopped application's state directory. Run "eddy COMMAND -h" for
+// bbolt files of a stopped application's state directory. sinks pending lists the
+// prepared transactions an application's PostgreSQL sinks left behind. Run "eddy COMMAND -h" for
 // the flags of a command. reset reaches a secured cluster with the TLS and SASL flags
 // and environment variables (EDDY_TLS_CA_FILE, EDDY_SASL_MECHANISM, EDDY_SASL_USERNAME,
 // EDDY_SASL_PASSWORD, ...) that "eddy reset -h" lists.
@@ -38,9 +40,13 @@ func main() {
 // -h, 2 for a usage error, 1 for any other failure.
 func exitCode(err error, stderr io.Writer) int {
 	var ue *usageError
+	var pf *errPendingFound
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &pf):
+		fmt.Fprintln(stderr, "eddy:", err)
+		return 3
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "eddy:", err, "(-h for help)")
 		return 2
@@ -69,6 +75,8 @@ Usage:
         tasks, stores, key counts, sizes and checkpoints of a state directory
   eddy state dump [flags] DIR STORE
         keys and values of one store
+  eddy sinks pending --postgres DSN [--app ID]
+        prepared transactions an application's PostgreSQL sinks left behind
 
 Run "eddy COMMAND -h" (or "eddy state inspect -h") for a command's flags.
 `
@@ -85,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "reset":
 		return runReset(ctx, args[1:], stdout, stderr)
+	case "sinks":
+		return runSinks(ctx, args[1:], stdout, stderr)
 	case "state":
 		if len(args) < 2 {
 			fmt.Fprint(stderr, topUsage)
@@ -103,7 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usagef("state %s: unknown command (want inspect or dump)", args[1])
 	}
 	fmt.Fprint(stderr, topUsage)
-	return usagef("%s: unknown command (want reset or state)", args[0])
+	return usagef("%s: unknown command (want reset, state or sinks)", args[0])
 }
 
 // newFlagSet makes the flag set of a command; its -h prints usage, then the flags.
