@@ -257,8 +257,18 @@ type txn[K, V any] struct {
 	done   bool
 }
 
+// Write buffers the record's row and writes a batch when BatchRows are buffered. A
+// batch that fails for a reason a retry may get past (the database down) does not fail
+// Write: the transaction is dead, later writes are dropped, and Prepare returns the
+// error, so that eddy aborts the Kafka transaction and replays the input, where an
+// error from Write (the sink node's processing) would stop the application. Errors a
+// retry cannot get past (a record refused, a mapping error) fail Write at once, naming
+// the record.
 func (t *txn[K, V]) Write(ctx context.Context, rec sink.Record[K, V]) error {
 	if t.failed != nil {
+		if Retriable(t.failed) {
+			return nil
+		}
 		return t.failed
 	}
 	if t.done {
@@ -270,7 +280,9 @@ func (t *txn[K, V]) Write(ctx context.Context, rec sink.Record[K, V]) error {
 	}
 	t.buf = append(t.buf, r)
 	if len(t.buf) >= t.tg.opts.BatchRows {
-		return t.flush(ctx)
+		if err := t.flush(ctx); err != nil && !Retriable(err) {
+			return err
+		}
 	}
 	return nil
 }
@@ -309,6 +321,8 @@ func (t *txn[K, V]) flush(ctx context.Context) error {
 		return nil
 	}
 	if err := t.begin(ctx); err != nil {
+		t.failed = err
+		t.buf = nil
 		return err
 	}
 	if err := t.tg.tb.write(ctx, t.tx, t.buf); err != nil {
