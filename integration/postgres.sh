@@ -84,7 +84,9 @@ bindir() {
 as_pg() {
 	if (($(id -u) == 0)); then
 		id postgres >/dev/null 2>&1 || die "running as root, and there is no 'postgres' user to run the server as (initdb refuses root): install Debian's 'postgresql' package, or run as another user"
-		runuser -u postgres -- "$@"
+		# From /: the caller's directory (a checkout under /root) may be closed to the
+		# postgres user, and initdb and pg_ctl change back to it.
+		(cd / && runuser -u postgres -- "$@")
 	else
 		"$@"
 	fi
@@ -94,6 +96,7 @@ as_pg() {
 # directory under /tmp when the postgres user cannot reach EDDY_POSTGRES_HOME.
 state_dir() {
 	mkdir -p "$PHOME"
+	PHOME=$(cd "$PHOME" && pwd) # absolute: the server runs from /
 	if (($(id -u) == 0)) && ! runuser -u postgres -- test -x "$PHOME" 2>/dev/null; then
 		printf '/tmp/eddy-postgres-%s\n' "$PORT"
 	else
