@@ -80,7 +80,7 @@ func TestPreparedOnOwnServer(t *testing.T) {
 
 	// The database down: a Write that writes a batch does not fail (that would stop
 	// the application), Prepare does, and so does a Commit, both retriable.
-	small, err := NewTwoPhase(ctx, pool, tbl, Options{BatchRows: 1})
+	small, err := NewTwoPhase(ctx, pool, tbl, Options{BatchRows: 1, MaxBufferedRows: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

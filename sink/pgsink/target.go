@@ -18,15 +18,24 @@ import (
 
 // Options tunes a target. The zero value is the defaults.
 type Options struct {
-	// BatchRows is how many rows a transaction buffers before it writes them (one COPY
-	// or one upsert statement); the rest are written at Prepare. Default 5000 (COPY
-	// gains with larger batches: see table.write).
+	// BatchRows is the rows of one COPY or upsert statement. An idempotent target
+	// writes and commits each batch as soon as it is full; a two-phase one writes its
+	// batches at Prepare (see MaxBufferedRows). Default 5000 (COPY gains with larger
+	// batches: see table.write).
 	BatchRows int
 	// Markers is the table where each two-phase transaction records its ID (created if
 	// missing): COMMIT PREPARED of an ID the server no longer knows is "already
 	// committed" when the marker is there, and "rolled back" otherwise. Default
 	// eddy_sink_commits.
 	Markers string
+	// MaxBufferedRows (two-phase only) is how many rows a transaction keeps in memory
+	// before it starts writing them, holding a pooled connection until its PREPARE:
+	// below it, nothing is written before Prepare, and the worker's Prepares take one
+	// connection at a time. A transaction that goes past it holds a connection while
+	// the worker goes on processing; the pool must then have a connection for each
+	// such task of the worker (pgxpool's MaxConns, pool_max_conns in the DSN), or the
+	// next one waits for ever. Default 100000.
+	MaxBufferedRows int
 	// MarkerRetention is how long markers are kept, counted from their PREPARE (pruned
 	// at most every ten minutes, by Prepare). A Commit of an ID that is no longer
 	// prepared answers "already committed" only while the marker is kept: a post-commit
@@ -49,6 +58,9 @@ const (
 func (o *Options) defaults() {
 	if o.BatchRows <= 0 {
 		o.BatchRows = defaultBatchRows
+	}
+	if o.MaxBufferedRows <= 0 {
+		o.MaxBufferedRows = 100_000
 	}
 	if o.Markers == "" {
 		o.Markers = defaultMarkers
@@ -262,7 +274,8 @@ type txn[K, V any] struct {
 	done   bool
 }
 
-// Write buffers the record's row and writes a batch when BatchRows are buffered. A
+// Write buffers the record's row. An idempotent target writes and commits each batch
+// of BatchRows; a two-phase one writes at Prepare, or past MaxBufferedRows. A
 // batch that fails for a reason a retry may get past (the database down) does not fail
 // Write: the transaction is dead, later writes are dropped, and Prepare returns the
 // error, so that eddy aborts the Kafka transaction and replays the input, where an
@@ -284,10 +297,44 @@ func (t *txn[K, V]) Write(ctx context.Context, rec sink.Record[K, V]) error {
 		return err
 	}
 	t.buf = append(t.buf, r)
-	if len(t.buf) >= t.tg.opts.BatchRows {
+	if t.tg.guarantee == sink.TwoPhase {
+		// A two-phase transaction holds its connection from its first statement to
+		// its PREPARE, and the worker writes every task's records before it prepares
+		// any: written at each batch, the transactions of more tasks than the pool has
+		// connections would wait for a connection for ever. So the rows wait in
+		// memory for Prepare, up to MaxBufferedRows.
+		if len(t.buf) < t.tg.opts.MaxBufferedRows {
+			return nil
+		}
 		if err := t.flush(ctx); err != nil && !Retriable(err) {
 			return err
 		}
+		return nil
+	}
+	// Idempotent: each batch in a transaction of its own, committed at once.
+	if len(t.buf) >= t.tg.opts.BatchRows {
+		err := t.flush(ctx)
+		if err == nil {
+			err = t.commitOpen(ctx)
+		}
+		if err != nil && !Retriable(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitOpen commits the open transaction (Idempotent).
+func (t *txn[K, V]) commitOpen(ctx context.Context) error {
+	if t.tx == nil {
+		return nil
+	}
+	err := t.tx.Commit(ctx)
+	t.tx = nil
+	if err != nil {
+		t.failed = dbErr("commit transaction "+t.gid, err)
+		t.buf = nil
+		return t.failed
 	}
 	return nil
 }
@@ -330,10 +377,16 @@ func (t *txn[K, V]) flush(ctx context.Context) error {
 		t.buf = nil
 		return err
 	}
-	if err := t.tg.tb.write(ctx, t.tx, t.buf); err != nil {
-		t.failed = fmt.Errorf("transaction %s: %w", t.gid, t.tg.tb.writeErr(ctx, t.tg.pool, t.buf, err))
-		t.end(ctx)
-		return t.failed
+	for rows := t.buf; len(rows) > 0; {
+		n := min(len(rows), t.tg.opts.BatchRows)
+		if err := t.tg.tb.write(ctx, t.tx, rows[:n]); err != nil {
+			// Rolled back first: the search for the refused record takes a connection
+			// of its own.
+			t.end(ctx)
+			t.failed = fmt.Errorf("transaction %s: %w", t.gid, t.tg.tb.writeErr(ctx, t.tg.pool, rows[:n], err))
+			return t.failed
+		}
+		rows = rows[n:]
 	}
 	t.buf = t.buf[:0]
 	return nil
@@ -359,6 +412,10 @@ func (t *txn[K, V]) Prepare(ctx context.Context) error {
 	}
 	if err := t.flush(ctx); err != nil {
 		return err
+	}
+	if t.tx == nil && t.tg.guarantee != sink.TwoPhase {
+		t.done = true // every batch committed already
+		return nil
 	}
 	if err := t.begin(ctx); err != nil {
 		return err

@@ -20,7 +20,11 @@ func totalsTable(t *testing.T, pool *pgxpool.Pool, extra string) Table[string, i
 	t.Helper()
 	name := pgtest.Name(t, "totals")
 	pgtest.Exec(t, pool, fmt.Sprintf("CREATE TABLE %s (k text PRIMARY KEY, n bigint NOT NULL CHECK (n >= 0)%s)", name, extra))
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+name) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+name)
+	})
 	return Table[string, int64]{
 		Name: name, Columns: []string{"k", "n"}, Key: []string{"k"},
 		Row: func(r sink.Record[string, int64]) ([]any, error) { return []any{r.Key, r.Value}, nil },
@@ -68,7 +72,7 @@ func TestTwoPhaseByID(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	tbl := totalsTable(t, pool, "")
-	tg, err := NewTwoPhase(ctx, pool, tbl, Options{BatchRows: 2})
+	tg, err := NewTwoPhase(ctx, pool, tbl, Options{BatchRows: 2, MaxBufferedRows: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +84,9 @@ func TestTwoPhaseByID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Three rows with BatchRows 2: one batch written while writing, one at Prepare;
-	// "a" twice in the second batch: the last write counts.
+	// Four rows, BatchRows 2 and MaxBufferedRows 3: three written while writing (two
+	// statements), one at Prepare; "a" twice in the second statement: the last write
+	// counts.
 	writeAll(t, txn, rec("a", 1, 0, 10), rec("b", 2, 0, 11), rec("a", 3, 0, 12), rec("a", 4, 0, 13))
 	if err := txn.Prepare(ctx); err != nil {
 		t.Fatal(err)
@@ -143,7 +148,7 @@ func TestTwoPhaseByID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeAll(t, txn, rec("c", 1, 0, 15), rec("d", 1, 0, 16))
+	writeAll(t, txn, rec("c", 1, 0, 15), rec("d", 1, 0, 16), rec("e", 1, 0, 17))
 	if err := txn.Discard(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +260,7 @@ func TestFailedPrepareIsDetected(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	tbl := totalsTable(t, pool, "")
-	tg, err := NewTwoPhase(ctx, pool, tbl, Options{BatchRows: 1})
+	tg, err := NewTwoPhase(ctx, pool, tbl, Options{BatchRows: 1, MaxBufferedRows: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +294,7 @@ func TestUpsertNeverMovesBackwards(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	tbl := totalsTable(t, pool, ", eddy_partition integer NOT NULL, eddy_offset bigint NOT NULL")
-	tg, err := NewUpsert(ctx, pool, tbl, Options{})
+	tg, err := NewUpsert(ctx, pool, tbl, Options{BatchRows: 2}) // batches committed while writing
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,11 +326,24 @@ func TestUpsertNeverMovesBackwards(t *testing.T) {
 
 // TestViolationNamesTheRecord: a row the table refuses fails Prepare with an error
 // naming the record's topic, partition and offset, and nothing of the transaction is
-// written. Kills the mutant whose culprit search finds nothing (the error names only
-// the batch's range).
+// written. Kills the mutants whose culprit search finds nothing (the error names only
+// the batch's range) and that searches before the failed transaction gave its
+// connection back (with a pool of one connection, the search finds none).
 func TestViolationNamesTheRecord(t *testing.T) {
-	ctx := context.Background()
-	pool := pgtest.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// One connection: the search for the refused record needs the failed
+	// transaction's connection back.
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
 	for _, g := range []string{"two-phase", "upsert"} {
 		t.Run(g, func(t *testing.T) {
 			var tg *Target[string, int64]
@@ -345,6 +363,7 @@ func TestViolationNamesTheRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = txn.Discard(context.Background()) })
 			writeAll(t, txn, rec("a", 1, 3, 40), rec("b", 2, 3, 41), rec("c", -1, 3, 42), rec("d", 4, 3, 43))
 			err = txn.Prepare(ctx)
 			if err == nil || !strings.Contains(err.Error(), "topic in partition 3 offset 42") || !strings.Contains(err.Error(), "check constraint") {
@@ -410,5 +429,60 @@ func TestLoginAndDown(t *testing.T) {
 	_, err = Connect(ctx, fmt.Sprintf("postgres://postgres@%s:1/x?sslmode=disable&connect_timeout=2", cfg.ConnConfig.Host))
 	if err == nil || !Retriable(err) {
 		t.Fatalf("server down: %v (retriable %v), want a retriable error", err, Retriable(err))
+	}
+}
+
+// TestTwoPhaseManyTasksFewConnections: a worker writes the records of all its tasks
+// before it prepares any; with more tasks than the pool has connections, every
+// transaction still prepares and commits. Kills the mutant that writes two-phase
+// batches while writing (the third task's Write waits for a connection until the
+// deadline, and its Prepare fails).
+func TestTwoPhaseManyTasksFewConnections(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	tbl := totalsTable(t, pool, "")
+	tg, err := NewTwoPhase(ctx, pool, tbl, Options{BatchRows: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := pgtest.Name(t, "app")
+	var txns []sink.Txn[string, int64]
+	var ids []sink.TxnID
+	for task := range 5 {
+		id := sink.TxnID{App: app, Task: fmt.Sprintf("0_%d", task), Node: "out", Nonce: 1}
+		txn, err := tg.Begin(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = txn.Discard(context.Background()) })
+		for _, r := range []sink.Record[string, int64]{rec(fmt.Sprint("a", task), 1, int32(task), 1), rec(fmt.Sprint("b", task), 2, int32(task), 2)} {
+			if err := txn.Write(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		txns, ids = append(txns, txn), append(ids, id)
+	}
+	for i, txn := range txns {
+		if err := txn.Prepare(ctx); err != nil {
+			t.Fatalf("task %d: %v", i, err)
+		}
+	}
+	for _, id := range ids {
+		if err := tg.Commit(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rows(t, pool, tbl.Name); len(got) != 10 {
+		t.Fatalf("%d rows, want 10: %v", len(got), got)
 	}
 }
