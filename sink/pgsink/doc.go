@@ -3,7 +3,8 @@
 //
 // # Two-phase commit (NewTwoPhase): exactly-once
 //
-// Each task's rows of one eddy commit go into one PostgreSQL transaction, written in
+// Each task's rows of one eddy commit go into one PostgreSQL transaction, kept in
+// memory until the pre-commit (up to Options.MaxBufferedRows) and then written in
 // batches (COPY for a table without Key, one INSERT … SELECT FROM unnest(…) ON
 // CONFLICT … DO UPDATE statement per batch with one), together with a marker row
 // (Options.Markers, eddy_sink_commits). Before the Kafka transaction commits, eddy
@@ -14,9 +15,11 @@
 // rolling back the others. Readers see each commit's rows all at once, only once the
 // Kafka transaction committed, and never twice.
 //
-// Costs: per task and commit, one transaction (a pooled connection, held from the
-// first batch to the PREPARE) and three extra round trips (marker, PREPARE, COMMIT
-// PREPARED); between PREPARE and COMMIT PREPARED the rows stay locked, so a reader
+// Costs: per task and commit, one transaction (a pooled connection, held from its
+// first statement to its PREPARE, which is during the pre-commit unless a unit of work
+// buffers more than MaxBufferedRows rows; then the pool needs a connection for each
+// such task of a worker) and three extra round trips (marker, PREPARE, COMMIT
+// PREPARED); the rows of a unit of work in memory; between PREPARE and COMMIT PREPARED the rows stay locked, so a reader
 // that updates the same rows waits up to a commit. A prepared transaction that is left
 // behind (the application down) keeps its locks and holds back VACUUM's horizon until
 // the application's next start finishes it: `eddy sinks pending` lists them.
@@ -32,7 +35,8 @@
 // Rows are keyed by Table.Key and carry the source partition and offset of the record
 // that wrote them (Table.PartitionColumn and OffsetColumn, eddy_partition and
 // eddy_offset by default): INSERT … ON CONFLICT (key) DO UPDATE … WHERE the stored
-// offset of the same partition is not later. Prepare commits at once. A replay writes
+// offset of the same partition is not later. Each batch (Options.BatchRows) commits
+// as soon as it is full, and Prepare commits the rest. A replay writes
 // the same rows again and never moves a row back to an older value. A reader may see
 // the rows of an eddy commit that is later aborted, until the replay rewrites them;
 // with at-least-once, rows of records that a crash makes eddy process again are
