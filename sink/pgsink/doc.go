@@ -65,8 +65,9 @@
 // Table maps a record to its columns with a function (see Table for why not struct
 // tags). The targets check the table at start: a missing table or column fails with
 // the CREATE TABLE expected. A record the database refuses (a constraint or a type)
-// fails Prepare with an error naming its topic, partition and offset. A refused login
-// fails at once and says to check the DSN. The database down or restarting gives
-// errors for which Retriable is true: eddy aborts the Kafka transaction and replays, or
-// (after its Kafka commit) retries the commit until it succeeds; nothing is skipped.
+// fails Prepare (or the Write that writes its batch) with an error naming its topic,
+// partition and offset. A refused login fails at once and says to check the DSN. The
+// database down or restarting gives errors for which Retriable is true: eddy aborts
+// the Kafka transaction and replays, or (after its Kafka commit) retries the commit
+// until it succeeds; nothing is skipped.
 package pgsink
