@@ -272,6 +272,34 @@ type txn[K, V any] struct {
 	buf    []row
 	failed error // a batch failed: the transaction is dead, Prepare returns this
 	done   bool
+	// maybePrepared: the PREPARE's answer was lost and the rollback after it failed;
+	// pid is the server process that ran it.
+	maybePrepared bool
+	pid           uint32
+}
+
+// rollbackLost rolls back a transaction whose PREPARE's answer was lost, once the
+// server process that ran it has exited: until then the PREPARE may still be carried
+// out after a ROLLBACK PREPARED that found nothing; after, the transaction is either
+// prepared or gone.
+func (t *txn[K, V]) rollbackLost(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		var alive bool
+		err := t.tg.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", int64(t.pid)).Scan(&alive)
+		if err != nil {
+			return dbErr(fmt.Sprintf("wait for server process %d, which ran the PREPARE of %s, to exit", t.pid, t.gid), err)
+		}
+		if !alive {
+			return t.tg.Rollback(ctx, t.id)
+		}
+		select {
+		case <-ctx.Done():
+			return dbErr(fmt.Sprintf("wait for server process %d, which ran the PREPARE of %s, to exit", t.pid, t.gid), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Write buffers the record's row. An idempotent target writes and commits each batch
@@ -421,6 +449,7 @@ func (t *txn[K, V]) Prepare(ctx context.Context) error {
 		return err
 	}
 	t.done = true
+	pid := t.tx.Conn().PgConn().PID()
 	err := t.tx.Commit(ctx)
 	t.tx = nil
 	if errors.Is(err, pgx.ErrTxCommitRollback) {
@@ -431,6 +460,18 @@ func (t *txn[K, V]) Prepare(ctx context.Context) error {
 		if t.tg.guarantee != sink.TwoPhase {
 			op = "commit transaction " + t.gid
 		}
+		var pg *pgconn.PgError
+		if t.tg.guarantee == sink.TwoPhase && !errors.As(err, &pg) {
+			// No answer from the server (the connection died): the PREPARE may have
+			// been carried out. Nothing will commit it (Prepare failed: eddy aborts
+			// the Kafka transaction), and left prepared it would hold its row locks
+			// against the replay's writes until the task's next start: roll it back
+			// now, and again in Discard if that fails.
+			t.maybePrepared, t.pid = true, pid
+			if rerr := t.rollbackLost(ctx); rerr == nil {
+				t.maybePrepared = false
+			}
+		}
 		return dbErr(op, err)
 	}
 	if t.tg.guarantee == sink.TwoPhase {
@@ -439,9 +480,16 @@ func (t *txn[K, V]) Prepare(ctx context.Context) error {
 	return nil
 }
 
-// Discard rolls back a transaction that was not prepared.
+// Discard rolls back a transaction that was not prepared (and one whose PREPARE's
+// answer was lost).
 func (t *txn[K, V]) Discard(ctx context.Context) error {
 	t.done = true
 	t.end(ctx)
+	if t.maybePrepared {
+		if err := t.rollbackLost(ctx); err != nil {
+			return fmt.Errorf("pgsink: transaction %s may have been prepared (the answer to its PREPARE was lost) and could not be rolled back; the task's next start rolls it back: %w", t.gid, err)
+		}
+		t.maybePrepared = false
+	}
 	return nil
 }
