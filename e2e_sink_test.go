@@ -302,3 +302,30 @@ func TestTwoPhaseSinkRefusedUnderAtLeastOnce(t *testing.T) {
 		t.Fatalf("New with transaction IDs over 200 bytes: %v, want an ErrConfig", err)
 	}
 }
+
+// A prepared transaction rolled back by hand after its Kafka transaction committed
+// cannot be committed any more: the application stops and says so (a retry would
+// loop for ever, and its rows are not in the target).
+func TestSinkTransactionRolledBackOutsideStopsTheApp(t *testing.T) {
+	b := kafkatest.Start(t)
+	c := kafkatest.Connect(t, "embedded", b.Addrs())
+	e := newSinkEnv(t, c)
+	var once atomic.Bool
+	e.target.SetHooks(boltsink.Hooks{BeforeCommit: func(id sink.TxnID) error {
+		if once.CompareAndSwap(false, true) {
+			return e.target.Rollback(context.Background(), id) // an operator's ROLLBACK PREPARED
+		}
+		return nil
+	}})
+	in := start(t, e.topo, e.config(t, t.TempDir()))
+	e.produce(t, 40)
+	var err error
+	waitFor(t, time.Minute, "the application to stop", func() (bool, error) {
+		var done bool
+		err, done = in.exited()
+		return done, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "rolled back outside eddy's protocol") || !errors.Is(err, sink.ErrNotPrepared) {
+		t.Fatalf("Run: %v; want an error saying the committed transaction was rolled back outside eddy", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/backoff"
+	"github.com/eddy-streams/eddy/internal/sinktxn"
 )
 
 func (w *worker) commitWithRecovery(ctx context.Context) error {
@@ -39,6 +40,10 @@ func (w *worker) finishSinks(ctx context.Context) {
 		err := w.finishSinksOnce(opCtx)
 		cancel()
 		if err == nil {
+			return
+		}
+		if errors.Is(err, sinktxn.ErrNotPrepared) {
+			w.host.fail(err)
 			return
 		}
 		delay := b.Next()

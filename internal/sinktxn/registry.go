@@ -114,7 +114,14 @@ func (r *Registry) Finish(ctx context.Context) error {
 	var errs []error
 	left := r.committed[:0]
 	for _, e := range r.committed {
-		if err := e.node.Resolver.Commit(ctx, e.id); err != nil {
+		err := e.node.Resolver.Commit(ctx, e.id)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNotPrepared):
+			// Retrying cannot help: the transaction is gone, rolled back by someone
+			// although its Kafka transaction committed. Say so; never loop.
+			errs = append(errs, fmt.Errorf("task %s: sink %s: transaction %s, whose Kafka transaction committed, was rolled back outside eddy's protocol (by hand, or another application using the same application ID): its rows are not in the target: %w", r.task, e.node.Name, e.id, err))
+		default:
 			errs = append(errs, fmt.Errorf("task %s: sink %s: commit prepared transaction %s (its Kafka transaction committed; retried until it commits): %w", r.task, e.node.Name, e.id, err))
 			left = append(left, e)
 		}
