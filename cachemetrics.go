@@ -8,7 +8,7 @@ type cacheStats = cache.Stats
 // metrics (eddy_record_cache_*_total). The counters belong to the task's goroutine,
 // which calls this at every commit.
 func (t *taskRunner) reportCaches() {
-	if t.metrics == nil || t.eng == nil {
+	if !t.metrics.Exported() || t.eng == nil {
 		return
 	}
 	t.eng.Caches().TakeStats(func(store string, s cacheStats) {

@@ -11,7 +11,7 @@ import (
 
 // recordBufferKeys publishes the dirty keys per store for the metrics.
 func (t *taskRunner) recordBufferKeys() {
-	if t.metrics == nil {
+	if !t.metrics.Exported() {
 		return
 	}
 	levels := make(map[string]int, len(t.set.Names()))

@@ -190,7 +190,7 @@ func (t *taskRunner) restore(ctx context.Context) error {
 func (t *taskRunner) restoreStore(ctx context.Context, buf *kvstore.Buffer, name string) error {
 	r := t.host.restorer()
 	r.Logger = t.logger
-	r.OnProgress = func(p restore.Progress) { t.metrics.Restoring(p.Store, p.Total-p.Done, p.Rate) }
+	r.OnProgress = func(p restore.Progress) { t.metrics.Restoring(p.Store, p.Done, p.Total, p.Rate) }
 	topic := t.changelogs[name]
 	if st := t.sourceStore(name); st != nil {
 		var err error

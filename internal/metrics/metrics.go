@@ -2,11 +2,17 @@
 // (eddy_ prefix, _total counters, _seconds durations, base units); labels stay
 // low-cardinality: task, store, topic, partition, state — never record keys.
 //
-// A nil *Metrics is valid and records nothing, so the runtime calls it unconditionally.
+// A nil *Metrics is valid and registers nothing, so the runtime calls it
+// unconditionally; its tasks still keep their Live figures, which the operations
+// console shows with or without Prometheus.
 package metrics
 
 import (
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -145,10 +151,10 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 }
 
 // Task returns the collectors of one task, resolved once so the hot path does no label
-// lookups.
+// lookups. On a nil *Metrics it returns a Task that keeps only its Live figures.
 func (m *Metrics) Task(task string) *Task {
 	if m == nil {
-		return nil
+		return &Task{task: task}
 	}
 	return &Task{
 		m: m, task: task,
@@ -170,10 +176,12 @@ func (m *Metrics) Rebalance() {
 	}
 }
 
-// Task holds one task's collectors; a nil *Task records nothing.
+// Task holds one task's collectors; a nil *Task records nothing, and a Task of a nil
+// *Metrics (m nil) keeps only live.
 type Task struct {
 	m         *Metrics
 	task      string
+	live      live
 	processed prometheus.Counter
 	latency   prometheus.Observer
 	commits   prometheus.Counter
@@ -186,7 +194,11 @@ type Task struct {
 
 // Processed records one input record and how long it took.
 func (t *Task) Processed(d time.Duration) {
-	if t != nil {
+	if t == nil {
+		return
+	}
+	t.live.processed.Add(1)
+	if t.m != nil {
 		t.processed.Inc()
 		t.latency.Observe(d.Seconds())
 	}
@@ -194,7 +206,14 @@ func (t *Task) Processed(d time.Duration) {
 
 // Committed records a commit and its duration.
 func (t *Task) Committed(d time.Duration) {
-	if t != nil {
+	if t == nil {
+		return
+	}
+	t.live.commits.Add(1)
+	t.live.commitNanos.Add(int64(d))
+	t.live.lastCommitDur.Store(int64(d))
+	t.live.lastCommit.Store(time.Now().UnixNano())
+	if t.m != nil {
 		t.commits.Inc()
 		t.commitLat.Observe(d.Seconds())
 	}
@@ -202,7 +221,7 @@ func (t *Task) Committed(d time.Duration) {
 
 // Flushed records a store flush of keys dirty keys.
 func (t *Task) Flushed(keys int, d time.Duration) {
-	if t != nil {
+	if t != nil && t.m != nil {
 		t.flushKeys.Observe(float64(keys))
 		t.flushLat.Observe(d.Seconds())
 	}
@@ -210,43 +229,56 @@ func (t *Task) Flushed(keys int, d time.Duration) {
 
 // Aborted records a rolled-back transaction.
 func (t *Task) Aborted() {
-	if t != nil {
+	if t == nil {
+		return
+	}
+	t.live.aborts.Add(1)
+	if t.m != nil {
 		t.aborts.Inc()
 	}
 }
 
 // Fenced records the task being dropped as fenced.
 func (t *Task) Fenced() {
-	if t != nil {
+	if t != nil && t.m != nil {
 		t.fenced.Inc()
 	}
 }
 
-// Restoring reports restore progress of a store.
-func (t *Task) Restoring(store string, remaining int64, rate float64) {
-	if t != nil {
-		t.m.restoreRemaining.WithLabelValues(t.task, store).Set(float64(remaining))
+// Restoring reports restore progress of a store: done of total changelog offsets, at
+// rate records per second.
+func (t *Task) Restoring(store string, done, total int64, rate float64) {
+	if t == nil {
+		return
+	}
+	t.live.restoring(store, done, total, rate)
+	if t.m != nil {
+		t.m.restoreRemaining.WithLabelValues(t.task, store).Set(float64(total - done))
 		t.m.restoreRate.WithLabelValues(t.task, store).Set(rate)
 	}
 }
 
 // Restored counts records a restore read.
 func (t *Task) Restored(store string, records int64) {
-	if t != nil {
+	if t != nil && t.m != nil {
 		t.m.restored.WithLabelValues(t.task, store).Add(float64(records))
 	}
 }
 
 // StoreRecreated counts a store file moved aside and rebuilt.
 func (t *Task) StoreRecreated() {
-	if t != nil {
+	if t != nil && t.m != nil {
 		t.m.recreated.WithLabelValues(t.task).Inc()
 	}
 }
 
 // Dropped counts n records dropped for reason ("late").
 func (t *Task) Dropped(reason string, n int64) {
-	if t != nil && n > 0 {
+	if t == nil || n <= 0 {
+		return
+	}
+	t.live.dropped.Add(n)
+	if t.m != nil {
 		t.m.dropped.WithLabelValues(t.task, reason).Add(float64(n))
 	}
 }
@@ -254,7 +286,15 @@ func (t *Task) Dropped(reason string, n int64) {
 // BadRecord counts a record that could not be deserialized; action is "skipped" or
 // "dead_lettered".
 func (t *Task) BadRecord(topic, action string) {
-	if t != nil {
+	if t == nil {
+		return
+	}
+	if action == "dead_lettered" {
+		t.live.deadLettered.Add(1)
+	} else {
+		t.live.skipped.Add(1)
+	}
+	if t.m != nil {
 		t.m.badRecords.WithLabelValues(t.task, topic, action).Inc()
 	}
 }
@@ -300,7 +340,7 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 
 // CacheStats adds what a table's record cache did since the last call.
 func (t *Task) CacheStats(store string, hits, misses, evictions, flushes int64) {
-	if t == nil {
+	if t == nil || t.m == nil {
 		return
 	}
 	for _, c := range []struct {
@@ -312,3 +352,68 @@ func (t *Task) CacheStats(store string, hits, misses, evictions, flushes int64) 
 		}
 	}
 }
+
+// live holds the figures of a task that the operations console shows: plain atomics,
+// kept whether or not Prometheus is configured, so the console needs no registry and
+// reads them without gathering every series of every task.
+type live struct {
+	processed, commits, aborts     atomic.Int64
+	commitNanos, lastCommitDur     atomic.Int64
+	lastCommit                     atomic.Int64 // UnixNano; 0: none yet
+	dropped, deadLettered, skipped atomic.Int64
+	restoreMu                      sync.Mutex
+	restores                       map[string]RestoreProgress
+}
+
+func (l *live) restoring(store string, done, total int64, rate float64) {
+	l.restoreMu.Lock()
+	defer l.restoreMu.Unlock()
+	if l.restores == nil {
+		l.restores = map[string]RestoreProgress{}
+	}
+	l.restores[store] = RestoreProgress{Store: store, Done: done, Total: total, Rate: rate}
+}
+
+// RestoreProgress is where the last (or running) restore of a store stands.
+type RestoreProgress struct {
+	Store       string
+	Done, Total int64   // changelog offsets restored, of those to restore
+	Rate        float64 // records per second
+}
+
+// Live is a task's figures since it was created on this instance.
+type Live struct {
+	Processed, Commits, Aborts     int64
+	CommitTime                     time.Duration // all commits together
+	LastCommitTook                 time.Duration
+	LastCommit                     time.Time // zero: no commit yet
+	Dropped, DeadLettered, Skipped int64
+	Restores                       []RestoreProgress // by store name
+}
+
+// Live returns the task's figures; a nil *Task has none.
+func (t *Task) Live() Live {
+	if t == nil {
+		return Live{}
+	}
+	l := &t.live
+	out := Live{
+		Processed: l.processed.Load(), Commits: l.commits.Load(), Aborts: l.aborts.Load(),
+		CommitTime: time.Duration(l.commitNanos.Load()), LastCommitTook: time.Duration(l.lastCommitDur.Load()),
+		Dropped: l.dropped.Load(), DeadLettered: l.deadLettered.Load(), Skipped: l.skipped.Load(),
+	}
+	if ns := l.lastCommit.Load(); ns != 0 {
+		out.LastCommit = time.Unix(0, ns)
+	}
+	l.restoreMu.Lock()
+	for _, p := range l.restores {
+		out.Restores = append(out.Restores, p)
+	}
+	l.restoreMu.Unlock()
+	slices.SortFunc(out.Restores, func(a, b RestoreProgress) int { return strings.Compare(a.Store, b.Store) })
+	return out
+}
+
+// Exported reports whether the task's figures go to Prometheus too, for callers that
+// gather something only for it.
+func (t *Task) Exported() bool { return t != nil && t.m != nil }
