@@ -70,3 +70,7 @@ func SetAfterCommitHook(a *App, fn func(task processor.TaskID) error) {
 		}
 	})
 }
+
+// ConsoleNodeIDs lists the graph node IDs the console draws for the application's
+// topology ("node:NAME", "store:NAME", "topic:NAME").
+func ConsoleNodeIDs(a *App) []string { return consoleNodeIDs(a.g, a.cfg.ApplicationID) }

@@ -55,6 +55,12 @@ type HandlerOptions struct {
 	// client. A forwarded query carries the caller's Authorization header to the
 	// owner, whose Authorize sees the same credentials.
 	Authorize func(r *http.Request) error
+	// Console serves the operations console at /ui/: HTML pages of the topology as a
+	// graph, the group's instances and tasks (lag, commits, restores, dropped records)
+	// and a store browser over the query routes, each showing the whole application
+	// from any instance. Its pages run behind Authorize as the query routes do. Off by
+	// default: it shows store contents to whoever may query them, in a browser.
+	Console bool
 }
 
 func (o HandlerOptions) withDefaults() HandlerOptions {
@@ -80,11 +86,13 @@ func (o HandlerOptions) withDefaults() HandlerOptions {
 //	GET /readyz                     200 when every assigned task is restored and running
 //	GET /topology[?format=dot|mermaid]  the topology description
 //	GET /stores/{store}/keys/{key}  an interactive query, JSON; forwarded to the owner
+//	GET /stores/{store}/keys?from=&to= | ?prefix=   a key scan of the local partitions
 //	GET /stores/{store}/windows/{key}?from=&to=[&backward=true]   windows of a key
 //	GET /stores/{store}/windows?from=&to=                         windows of every local key
 //	GET /stores/{store}/sessions/{key}?from=&to=[&backward=true]  sessions of a key
 //	GET /stores/{store}/sessions?from=&to=                        sessions of every local key
 //	GET /metrics                    Prometheus, when Config.Metrics is a Gatherer
+//	GET /ui/                        the operations console, when HandlerOptions.Console
 //
 // A query answers 200 {"store", "key", "value"} from the local store, 404 for a missing
 // key or store, 400 for a key that does not parse, and 503 with Retry-After while the
@@ -149,10 +157,15 @@ func (a *App) HandlerWith(opts HandlerOptions) http.Handler {
 		}
 	}))
 	mux.Handle("GET /stores/{store}/keys/{key}", h.authorized(h.serveKey))
+	mux.Handle("GET /stores/{store}/keys", h.authorized(h.serveScan))
 	h.routeWindows(mux)
 	if g, ok := a.cfg.Metrics.(prometheus.Gatherer); ok {
 		mux.Handle("GET /metrics", h.authorized(promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP))
 	}
+	if opts.Console {
+		h.routeConsole(mux)
+	}
+	h.mux = mux
 	timeoutBody, _ := json.Marshal(map[string]string{"error": "request timed out; retry"})
 	return h.limited(http.TimeoutHandler(h.recovered(mux), opts.Timeout, string(timeoutBody)))
 }
@@ -182,6 +195,7 @@ type handler struct {
 	opts   HandlerOptions
 	log    *slog.Logger
 	client *http.Client
+	mux    *http.ServeMux // the routes, which the console asks too
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -94,3 +94,10 @@ func (r *taskRegistry) takeAll() []*taskRunner {
 	r.tasks = map[processor.TaskID]*taskRunner{}
 	return out
 }
+
+// owners returns the generation and the task owners it announced (host → tasks).
+func (r *taskRegistry) owners() (int32, map[string][]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.generation, r.hosts
+}

@@ -314,6 +314,9 @@ func AddKeyValueStore[K, V any](b *Builder, name string, keys serde.Serde[K], va
 			}
 			return b, err
 		},
+		KeyToJSON: func(key []byte, topic string) (any, error) {
+			return serdes.Deserialize(keys, topic, key)
+		},
 		ValueToJSON: func(value []byte, topic string) (any, error) {
 			return serdes.Deserialize(values, topic, value)
 		},

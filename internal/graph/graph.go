@@ -108,7 +108,8 @@ type Store struct {
 	Segments *kvstore.SegmentSpec
 	// Kind is what queries see of the store: KindKeyValue, KindWindow or KindSession.
 	// Windows reads committed windows or sessions of a window or session store, and
-	// KeyToJSON deserializes a stored key, for interactive queries.
+	// KeyToJSON deserializes a stored key (of any kind of store), for interactive
+	// queries and key scans.
 	Kind      string
 	Windows   func(be kvstore.Backend, topic string, q windowstore.Range) ([]windowstore.Raw, error)
 	KeyToJSON func(key []byte, topic string) (any, error)

@@ -1,0 +1,174 @@
+package eddy_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/kafkatest"
+)
+
+// consolePaths are the console's routes, each of which must sit behind Authorize.
+var consolePaths = []string{"/ui/", "/ui/topology", "/ui/topology.dot", "/ui/stores", "/ui/stores?store=counts&op=get&key=x", "/ui/api/local", "/ui/static/console.js", "/ui/static/vendor/graphviz.js"}
+
+func TestConsoleIsOffUnlessEnabled(t *testing.T) {
+	base := serve(t, &http.Server{Handler: idleApp(t).Handler()})
+	for _, p := range consolePaths {
+		if code, _, body := get(t, base+p); code != http.StatusNotFound {
+			t.Errorf("GET %s without HandlerOptions.Console: %d %.80s; want 404", p, code, body)
+		}
+	}
+}
+
+func TestConsoleAccessControl(t *testing.T) {
+	base := serve(t, &http.Server{Handler: idleApp(t).HandlerWith(eddy.HandlerOptions{Console: true, Authorize: authorize})})
+	good := http.Header{"Authorization": {token}}
+	bad := http.Header{"Authorization": {"Bearer guess"}}
+	for _, p := range consolePaths {
+		for _, tc := range []struct {
+			header http.Header
+			want   int
+		}{{nil, http.StatusUnauthorized}, {bad, http.StatusForbidden}, {good, http.StatusOK}} {
+			code, hdr, body := do(t, "GET", base+p, tc.header, "")
+			if code != tc.want {
+				t.Errorf("GET %s with %v: %d %.80s; want %d", p, tc.header, code, body, tc.want)
+			}
+			if code == http.StatusOK && strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+				if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+					t.Errorf("GET %s: Content-Security-Policy %q; want only the console's own files, nothing inline", p, csp)
+				}
+			}
+		}
+	}
+}
+
+// TestConsoleWithoutJavaScript reads the console's pages as a browser without script
+// would, from a word count running on the embedded broker: every table is in the HTML
+// the server sends, and search, grouping, paging and the store browser work through
+// plain links and forms.
+func TestConsoleWithoutJavaScript(t *testing.T) {
+	c := kafkatest.Embedded(t)
+	e := newWordCount(t, c, 4)
+	s := startConsole(t, e, eddy.HandlerOptions{})
+	waitFor(t, time.Minute, "the instance to run", func() (bool, error) { return s.app.State() == eddy.StateRunning, nil })
+	e.produce(t, 100)
+	e.waitCounts(t, time.Minute, "the counts")
+
+	// The figures come from the tasks themselves, with no Prometheus registry
+	// configured (Config.Metrics is nil here).
+	code, _, js := get(t, s.base+"/ui/api/local")
+	var local struct {
+		Tasks []struct {
+			ID         string    `json:"id"`
+			Processed  int64     `json:"processed"`
+			Commits    int64     `json:"commits"`
+			LastCommit time.Time `json:"lastCommit"`
+		} `json:"tasks"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(js), &local) != nil || len(local.Tasks) != 8 {
+		t.Fatalf("/ui/api/local: %d %s", code, js)
+	}
+	for _, tk := range local.Tasks {
+		if tk.Processed == 0 || tk.Commits == 0 || tk.LastCommit.IsZero() {
+			t.Errorf("task %s reports %d records processed, %d commits, last at %v; want some of each", tk.ID, tk.Processed, tk.Commits, tk.LastCommit)
+		}
+	}
+
+	rows := regexp.MustCompile(`<tr data-task="([0-9_]+)">`)
+	tasks := func(path string) []string {
+		t.Helper()
+		code, hdr, body := get(t, s.base+path)
+		if code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+			t.Fatalf("GET %s: %d %s %.200s", path, code, hdr.Get("Content-Type"), body)
+		}
+		var ids []string
+		for _, m := range rows.FindAllStringSubmatch(body, -1) {
+			ids = append(ids, m[1])
+		}
+		return ids
+	}
+	var want []string
+	for _, id := range s.app.Tasks() {
+		want = append(want, id.String())
+	}
+	slices.Sort(want)
+	if got := tasks("/ui/"); !slices.Equal(got, want) {
+		t.Errorf("the overview lists tasks %v; want this instance's %v", got, want)
+	}
+	if got := tasks("/ui/?q=1_"); !slices.Equal(got, []string{"1_0", "1_1", "1_2", "1_3"}) {
+		t.Errorf("searching 1_ lists %v; want sub-topology 1's four tasks", got)
+	}
+	if got := tasks("/ui/?q=" + e.input); !slices.Equal(got, []string{"0_0", "0_1", "0_2", "0_3"}) {
+		t.Errorf("searching the input topic lists %v; want the four tasks reading it", got)
+	}
+	if got := tasks("/ui/?size=3&page=3"); !slices.Equal(got, []string{"1_2", "1_3"}) {
+		t.Errorf("page 3 of 3 per page lists %v; want [1_2 1_3]", got)
+	}
+	_, _, body := get(t, s.base+"/ui/?size=3&page=2&group=subtopology")
+	for _, w := range []string{`rel="prev"`, `rel="next"`, "sub-topology 0", "sub-topology 1", `data-topic="` + e.input + `"`} {
+		if !strings.Contains(body, w) {
+			t.Errorf("page 2 of the overview grouped by sub-topology lacks %q", w)
+		}
+	}
+	if strings.Contains(body, "<script>") || strings.Contains(body, " style=") {
+		t.Errorf("the overview has inline script or style, which the console's CSP refuses")
+	}
+
+	word := sortedKeys(e.want)[0]
+	_, _, body = get(t, s.base+"/ui/stores?store=counts&op=get&key="+word)
+	if want := fmt.Sprintf(`<td data-label="Value" class="value"><code>%d</code>`, e.want[word]); !strings.Contains(body, want) {
+		t.Errorf("looking up %q: the page lacks %s:\n%s", word, want, body)
+	}
+	_, _, body = get(t, s.base+"/ui/stores?store=counts&op=all&limit=3")
+	if n := strings.Count(body, `<td data-label="Key">`); n != 3 || !strings.Contains(body, "more matched") {
+		t.Errorf("listing every key with limit 3 shows %d rows (want 3) or does not say more matched", n)
+	}
+	_, _, body = get(t, s.base+"/ui/stores?store=counts&op=get&key=")
+	if !strings.Contains(body, `class="error"`) {
+		t.Errorf("a lookup without a key shows no error")
+	}
+
+	// The key scan route under the store browser.
+	code, _, js = get(t, s.base+"/stores/counts/keys?prefix=w")
+	var scan struct {
+		Entries []struct {
+			Key   string `json:"key"`
+			Value int64  `json:"value"`
+		} `json:"entries"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(js), &scan) != nil {
+		t.Fatalf("prefix scan: %d %s", code, js)
+	}
+	var wantW []string
+	for _, w := range sortedKeys(e.want) {
+		if strings.HasPrefix(w, "w") {
+			wantW = append(wantW, w)
+		}
+	}
+	var gotW []string
+	for _, en := range scan.Entries {
+		gotW = append(gotW, en.Key)
+		if en.Value != e.want[en.Key] {
+			t.Errorf("prefix scan: %q = %d, want %d", en.Key, en.Value, e.want[en.Key])
+		}
+	}
+	if !slices.Equal(gotW, wantW) {
+		t.Errorf("prefix scan w lists %v; want %v", gotW, wantW)
+	}
+	for path, want := range map[string]int{
+		"/stores/counts/keys?limit=0":             http.StatusBadRequest,
+		"/stores/counts/keys?prefix=a&from=b":     http.StatusBadRequest,
+		"/stores/nope/keys":                       http.StatusNotFound,
+		"/stores/counts/keys?from=a&to=z&limit=2": http.StatusOK,
+	} {
+		if code, _, body := get(t, s.base+path); code != want {
+			t.Errorf("GET %s: %d %s; want %d", path, code, body, want)
+		}
+	}
+}
