@@ -135,7 +135,7 @@ func (b *browser) noErrors(t *testing.T) {
 
 // screenshot saves the page as dir/name.png when EDDY_CONSOLE_SCREENSHOTS names a
 // directory (docs/operations.md's pictures come from here).
-func (b *browser) screenshot(t *testing.T, name string) {
+func (b *browser) screenshot(t *testing.T, name string, full bool) {
 	t.Helper()
 	dir := os.Getenv("EDDY_CONSOLE_SCREENSHOTS")
 	if dir == "" {
@@ -143,7 +143,11 @@ func (b *browser) screenshot(t *testing.T, name string) {
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot := chromedp.CaptureScreenshot() // what the window shows
+	if full {
+		shot = chromedp.FullScreenshot(100)
+	}
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -234,7 +238,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
-	br.screenshot(t, "console-overview")
+	br.screenshot(t, "console-overview", true)
 
 	// The topology graph: every node the console's DOT names is drawn.
 	br.do(t, "open the topology", chromedp.Navigate(a.base+"/ui/topology"), chromedp.WaitVisible(chromedp.CSS("#graph svg g.node")))
@@ -248,7 +252,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if len(titles) != len(want) {
 		t.Errorf("the graph has %d nodes, want %d: %v", len(titles), len(want), titles)
 	}
-	br.screenshot(t, "console-topology")
+	br.screenshot(t, "console-topology", true)
 
 	// A key held by b, looked up on a's page through the form.
 	e.waitCounts(t, time.Minute, "the counts of all input")
@@ -278,7 +282,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if !slices.Equal(cells, wantCells) {
 		t.Errorf("looking up %q on the first instance's console shows %q, want %q (key, count, the instance that holds it)", word, cells, wantCells)
 	}
-	br.screenshot(t, "console-stores")
+	br.screenshot(t, "console-stores", true)
 
 	// Phone width: the overview still renders its tables (as labelled blocks).
 	phone := newBrowser(t, 390, 844)
@@ -287,7 +291,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if eval[bool](t, phone, `document.documentElement.scrollWidth > window.innerWidth + 1`) {
 		t.Errorf("the overview is wider than a 390 px phone screen")
 	}
-	phone.screenshot(t, "console-phone")
+	phone.screenshot(t, "console-phone", false)
 	br.noErrors(t)
 	phone.noErrors(t)
 }

@@ -10,8 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/stream"
+	"github.com/eddy-streams/eddy/window"
 )
 
 // consolePaths are the console's routes, each of which must sit behind Authorize.
@@ -170,5 +175,79 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 		if code, _, body := get(t, s.base+path); code != want {
 			t.Errorf("GET %s: %d %s; want %d", path, code, body, want)
 		}
+	}
+}
+
+// TestConsoleStoreBrowserWindows: the store browser of one instance shows the windows
+// and sessions of the whole application, from two instances on the embedded broker: a
+// key's windows through the routed window query, and every key's windows and sessions
+// gathered from both instances.
+func TestConsoleStoreBrowserWindows(t *testing.T) {
+	c := kafkatest.Embedded(t)
+	appID, input := c.Unique("views"), c.Unique("views-in")
+	if err := c.CreateTopic(ctxT(t), input, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := stream.NewBuilder()
+	g := stream.From(b, serde.String(), serde.String(), []string{input}).GroupByKey(serde.String(), serde.String())
+	g.WindowedBy(window.Tumbling(time.Minute, 0)).Count(stream.Materialized("per-minute"), stream.Retention(time.Hour))
+	g.WindowedBySession(window.Sessions(30*time.Second, 0)).Count(stream.Materialized("sessions"), stream.Retention(time.Hour))
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &wcEnv{c: c, appID: appID, topo: topo}
+	a, bb := startConsole(t, e, eddy.HandlerOptions{}), startConsole(t, e, eddy.HandlerOptions{})
+	waitFor(t, time.Minute, "both instances running with tasks of their own", func() (bool, error) {
+		return a.app.State() == eddy.StateRunning && bb.app.State() == eddy.StateRunning && len(a.app.Tasks()) > 0 && len(bb.app.Tasks()) > 0, nil
+	})
+	var msgs []*sarama.ProducerMessage
+	for i := range viewUsers {
+		for _, at := range viewTimes(i) {
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Key: sarama.StringEncoder(fmt.Sprintf("u%02d", i)),
+				Value: sarama.StringEncoder("/home"), Timestamp: viewsT0.Add(at)})
+		}
+	}
+	slices.SortStableFunc(msgs, func(x, y *sarama.ProducerMessage) int { return x.Timestamp.Compare(y.Timestamp) })
+	if err := c.Produce(ctxT(t), input, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	rowRe := regexp.MustCompile(`<tr><td data-label="Key"><code>([^<]*)</code></td><td data-label="Start">([^<]*)</td><td data-label="End">[^<]*</td><td data-label="Value" class="value"><code>([^<]*)</code></td><td data-label="Answered by"><code>([^<]*)</code>`)
+	type row struct{ key, start, value, by string }
+	rows := func(path string) []row {
+		t.Helper()
+		code, _, body := get(t, a.base+path)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, code)
+		}
+		var out []row
+		for _, m := range rowRe.FindAllStringSubmatch(body, -1) {
+			out = append(out, row{m[1], m[2], m[3], m[4]})
+		}
+		return out
+	}
+	waitFor(t, time.Minute, "every user's two windows on the first instance's page", func() (bool, error) {
+		return len(rows("/ui/stores?store=per-minute&op=all")) == 2*viewUsers, nil
+	})
+	by := map[string]bool{}
+	all := rows("/ui/stores?store=per-minute&op=all")
+	for i, r := range all {
+		by[r.by] = true
+		// Merged from both instances as a window query of every key orders them: by
+		// start, then key.
+		if i > 0 && (r.start < all[i-1].start || r.start == all[i-1].start && r.key < all[i-1].key) {
+			t.Errorf("every key's windows: %v comes after %v", r, all[i-1])
+		}
+	}
+	if !by[strings.TrimPrefix(a.base, "http://")] || !by[strings.TrimPrefix(bb.base, "http://")] {
+		t.Errorf("every key's windows were answered by %v; want both instances", by)
+	}
+	if got := rows("/ui/stores?store=sessions&op=all"); len(got) != 2*viewUsers {
+		t.Errorf("every key's sessions: %d rows; want %d", len(got), 2*viewUsers)
+	}
+	// u02 viewed 3 times in the first minute and twice in the second.
+	got := rows("/ui/stores?store=per-minute&op=key&key=u02")
+	if len(got) != 2 || got[0].value != "3" || got[1].value != "2" || got[0].start != "2024-05-01T12:00:00.000Z" {
+		t.Errorf("u02's windows on the page: %v; want counts 3 (from 12:00) and 2", got)
 	}
 }
