@@ -11,7 +11,7 @@
 //	go run ./examples/wordcount -input book.txt          # count a file
 //	go run ./examples/wordcount -brokers localhost:9092  # a real cluster
 //	echo "to be or not to be" | go run ./examples/wordcount -input - -follow
-//	go run ./examples/wordcount -follow -http 127.0.0.1:8080          # then curl it
+//	go run ./examples/wordcount -follow -http 127.0.0.1:8080          # then curl it, or open /ui/
 //
 // A secured cluster takes the TLS and SASL flags and environment variables of the eddy
 // tool (-h lists them):
@@ -75,7 +75,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "log at info level (default: warnings only)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up when the input is not processed within this time")
 	flag.BoolVar(&o.procAPI, "processor-api", false, "run the processor-API version of the topology instead of the DSL one")
-	flag.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /topology and /stores/counts/keys/{word} on this host:port")
+	flag.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /topology, /stores/counts/keys/{word} and the console /ui/ on this host:port")
 	secFlags := securityflags.Register(flag.CommandLine)
 	flag.Parse()
 	sec, err := secFlags.Security(os.Getenv)
@@ -167,10 +167,12 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		return err
 	}
 	if ln != nil {
-		srv := &http.Server{Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		// The console too: this command serves a demo on an address of your choice, and
+		// the console is the easiest way to look at it (http://ADDR/ui/).
+		srv := &http.Server{Handler: app.HandlerWith(eddy.HandlerOptions{Console: true}), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
-		logger.Warn("serving metrics, health and queries", "addr", "http://"+ln.Addr().String())
+		logger.Warn("serving metrics, health, queries and the console", "addr", "http://"+ln.Addr().String(), "console", "http://"+ln.Addr().String()+"/ui/")
 	}
 	appCtx, stopApp := context.WithCancel(ctx)
 	defer stopApp()

@@ -163,6 +163,7 @@ func TestFollowWithHTTP(t *testing.T) {
 		{"/stores/counts/keys/not", `"value":1`},
 		{"/metrics", "eddy_records_processed_total"},
 		{"/topology", "Sub-topology: 1"},
+		{"/ui/stores?store=counts&op=get&key=be", `<code>3</code>`},
 	} {
 		var body string
 		for time.Now().Before(deadline) {
