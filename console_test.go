@@ -166,6 +166,36 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 	if !slices.Equal(gotW, wantW) {
 		t.Errorf("prefix scan w lists %v; want %v", gotW, wantW)
 	}
+	// A second instance with an empty state directory restores the store of the tasks
+	// it takes over from the changelog: the console shows records done of total.
+	s2 := startConsole(t, e, eddy.HandlerOptions{})
+	waitFor(t, time.Minute, "a finished restore on the second instance", func() (bool, error) {
+		code, _, js := get(t, s2.base+"/ui/api/local")
+		var local struct {
+			Tasks []struct {
+				ID       string `json:"id"`
+				Restores []struct {
+					Store       string
+					Done, Total int64
+				} `json:"restores"`
+			} `json:"tasks"`
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(js), &local) != nil {
+			return false, nil
+		}
+		for _, tk := range local.Tasks {
+			for _, r := range tk.Restores {
+				if r.Store == "counts" && r.Total > 0 && r.Done == r.Total {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if _, _, body := get(t, s2.base+"/ui/"); !regexp.MustCompile(`<progress max="100" value="100">100%</progress> (\d+)/(\d+)`).MatchString(body) {
+		t.Errorf("the second instance's overview shows no finished restore")
+	}
+
 	for path, want := range map[string]int{
 		"/stores/counts/keys?limit=0":             http.StatusBadRequest,
 		"/stores/counts/keys?prefix=a&from=b":     http.StatusBadRequest,
