@@ -126,10 +126,12 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 	}
 
 	word := sortedKeys(e.want)[0]
-	_, _, body = get(t, s.base+"/ui/stores?store=counts&op=get&key="+word)
-	if want := fmt.Sprintf(`<td data-label="Value" class="value"><code>%d</code>`, e.want[word]); !strings.Contains(body, want) {
-		t.Errorf("looking up %q: the page lacks %s:\n%s", word, want, body)
-	}
+	// The store is written just after its transaction commits: the output can be read
+	// a moment before the store has the last count.
+	waitFor(t, 10*time.Second, fmt.Sprintf("the store browser to show %q = %d", word, e.want[word]), func() (bool, error) {
+		_, _, body := get(t, s.base+"/ui/stores?store=counts&op=get&key="+word)
+		return strings.Contains(body, fmt.Sprintf(`<td data-label="Value" class="value"><code>%d</code>`, e.want[word])), nil
+	})
 	_, _, body = get(t, s.base+"/ui/stores?store=counts&op=all&limit=3")
 	if n := strings.Count(body, `<td data-label="Key">`); n != 3 || !strings.Contains(body, "more matched") {
 		t.Errorf("listing every key with limit 3 shows %d rows (want 3) or does not say more matched", n)
@@ -140,28 +142,33 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 	}
 
 	// The key scan route under the store browser.
-	code, _, js = get(t, s.base+"/stores/counts/keys?prefix=w")
-	var scan struct {
-		Entries []struct {
-			Key   string `json:"key"`
-			Value int64  `json:"value"`
-		} `json:"entries"`
-	}
-	if code != http.StatusOK || json.Unmarshal([]byte(js), &scan) != nil {
-		t.Fatalf("prefix scan: %d %s", code, js)
-	}
 	var wantW []string
 	for _, w := range sortedKeys(e.want) {
 		if strings.HasPrefix(w, "w") {
-			wantW = append(wantW, w)
+			wantW = append(wantW, fmt.Sprintf("%s=%d", w, e.want[w]))
 		}
 	}
 	var gotW []string
-	for _, en := range scan.Entries {
-		gotW = append(gotW, en.Key)
-		if en.Value != e.want[en.Key] {
-			t.Errorf("prefix scan: %q = %d, want %d", en.Key, en.Value, e.want[en.Key])
+	for retry := time.Now().Add(10 * time.Second); ; {
+		code, _, js := get(t, s.base+"/stores/counts/keys?prefix=w")
+		var scan struct {
+			Entries []struct {
+				Key   string `json:"key"`
+				Value int64  `json:"value"`
+			} `json:"entries"`
 		}
+		if code != http.StatusOK || json.Unmarshal([]byte(js), &scan) != nil {
+			t.Fatalf("prefix scan: %d %s", code, js)
+		}
+		gotW = gotW[:0]
+		for _, en := range scan.Entries {
+			gotW = append(gotW, fmt.Sprintf("%s=%d", en.Key, en.Value))
+		}
+		// As above, a store may lag its output for a moment.
+		if slices.Equal(gotW, wantW) || time.Now().After(retry) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if !slices.Equal(gotW, wantW) {
 		t.Errorf("prefix scan w lists %v; want %v", gotW, wantW)
