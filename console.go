@@ -46,9 +46,10 @@ const consoleCSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; st
 
 // console serves /ui/.
 type console struct {
-	h     *handler
-	pages map[string]*template.Template
-	rates rateTracker
+	h         *handler
+	pages     map[string]*template.Template
+	rates     rateTracker // per task
+	nodeRates rateTracker // per node, over this instance's tasks
 }
 
 func (h *handler) routeConsole(mux *http.ServeMux) {
@@ -86,12 +87,7 @@ var consoleFuncs = template.FuncMap{
 		}
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
 	},
-	"rate": func(r float64) string {
-		if r < 10 {
-			return strconv.FormatFloat(r, 'f', 1, 64)
-		}
-		return strconv.FormatFloat(r, 'f', 0, 64)
-	},
+	"rate": formatRate,
 	"secs": func(s float64) string {
 		if s < 0 {
 			return "?"
@@ -104,6 +100,14 @@ var consoleFuncs = template.FuncMap{
 		}
 		return min(100, done*100/total)
 	},
+}
+
+// formatRate shows a rate with one decimal below 10, none above.
+func formatRate(r float64) string {
+	if r < 10 {
+		return strconv.FormatFloat(r, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(r, 'f', 0, 64)
 }
 
 func parseConsolePages() map[string]*template.Template {
@@ -173,6 +177,10 @@ type instanceView struct {
 	State      string     `json:"state"`
 	Generation int32      `json:"generation"`
 	Tasks      []taskView `json:"tasks"`
+	// NodeRecords and NodeRates are the records through each node since its tasks
+	// were made here, and per second lately, over the instance's tasks.
+	NodeRecords map[string]int64   `json:"nodeRecords"`
+	NodeRates   map[string]float64 `json:"nodeRates"`
 	// Self, Error and Unreachable are filled by the instance that shows the page.
 	Self  bool   `json:"-"`
 	Error string `json:"-"`
@@ -233,15 +241,21 @@ func (c *console) local() instanceView {
 	}
 	v.Generation, _ = rt.registry.owners()
 	now := time.Now()
+	nodes := map[string]int64{}
 	for _, t := range rt.registry.all() {
 		st := taskState(t.state.Load())
 		if t.dead.Load() || st == taskClosed {
 			continue
 		}
+		if m := t.nodeRecords.Load(); m != nil {
+			for n, c := range *m {
+				nodes[n] += c
+			}
+		}
 		live := t.metrics.Live()
 		tv := taskView{
 			ID: t.id.String(), Subtopology: t.id.Subtopology, Partition: t.id.Partition, Instance: v.Addr,
-			State: st.String(), Processed: live.Processed, Rate: c.rates.rate(t.id, now, live.Processed),
+			State: st.String(), Processed: live.Processed, Rate: c.rates.rate(t.id.String(), now, live.Processed),
 			Commits: live.Commits, LastCommit: live.LastCommit, LastCommitMs: live.LastCommitTook, Aborts: live.Aborts,
 			Dropped: live.Dropped, DeadLettered: live.DeadLettered, Skipped: live.Skipped,
 			Lag: []lagView{},
@@ -266,6 +280,10 @@ func (c *console) local() instanceView {
 		v.Tasks = append(v.Tasks, tv)
 	}
 	sortTaskViews(v.Tasks)
+	v.NodeRecords, v.NodeRates = nodes, map[string]float64{}
+	for n, count := range nodes {
+		v.NodeRates[n] = c.nodeRates.rate(n, now, count)
+	}
 	return v
 }
 
@@ -392,11 +410,11 @@ func (e *remoteStatus) Error() string {
 	return fmt.Sprintf("instance %s answered %d: %s", e.host, e.code, bytes.TrimSpace(e.body))
 }
 
-// rateTracker turns the processed-record counters of tasks into rates, from the last
+// rateTracker turns record counters (of a task, of a node) into rates, from the last
 // sample at least a second old.
 type rateTracker struct {
 	mu      sync.Mutex
-	samples map[processor.TaskID]rateSample
+	samples map[string]rateSample
 }
 
 type rateSample struct {
@@ -405,15 +423,15 @@ type rateSample struct {
 	rate      float64
 }
 
-func (rt *rateTracker) rate(id processor.TaskID, now time.Time, processed int64) float64 {
+func (rt *rateTracker) rate(id string, now time.Time, processed int64) float64 {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.samples == nil {
-		rt.samples = map[processor.TaskID]rateSample{}
+		rt.samples = map[string]rateSample{}
 	}
 	s, ok := rt.samples[id]
 	switch {
-	case !ok || processed < s.processed: // new, or a new runner of the task
+	case !ok || processed < s.processed: // new, or counting again (a task made afresh)
 		rt.samples[id] = rateSample{at: now, processed: processed}
 		return 0
 	case now.Sub(s.at) < time.Second:
@@ -613,8 +631,9 @@ type topologyPage struct {
 	Describe string
 }
 
-// subViews sums the tasks of every instance per sub-topology.
-func (c *console) subViews(r *http.Request) []subView {
+// subViews sums the tasks of every instance per sub-topology, and the node rates of
+// every instance per node.
+func (c *console) subViews(r *http.Request) ([]subView, map[string]float64) {
 	a := c.h.app
 	subs := make([]subView, len(a.g.Subtopologies))
 	for i, s := range a.g.Subtopologies {
@@ -629,7 +648,11 @@ func (c *console) subViews(r *http.Request) []subView {
 			subs[i].Stores = append(subs[i].Stores, st.Name)
 		}
 	}
+	nodeRates := map[string]float64{}
 	for _, in := range c.instances(r) {
+		for n, rate := range in.NodeRates {
+			nodeRates[n] += rate
+		}
 		for _, t := range in.Tasks {
 			if t.Subtopology < 0 || t.Subtopology >= len(subs) {
 				continue
@@ -644,11 +667,12 @@ func (c *console) subViews(r *http.Request) []subView {
 			s.DroppedOrDeadLtrd += t.Dropped + t.DeadLettered
 		}
 	}
-	return subs
+	return subs, nodeRates
 }
 
 func (c *console) serveTopology(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "topology", topologyPage{page: c.page("topology"), Subs: c.subViews(r), Describe: c.h.app.topo.Describe()})
+	subs, _ := c.subViews(r)
+	c.render(w, r, "topology", topologyPage{page: c.page("topology"), Subs: subs, Describe: c.h.app.topo.Describe()})
 }
 
 // serveDOT answers the graph the topology page draws: DescribeDOT's nodes with the
@@ -656,11 +680,12 @@ func (c *console) serveTopology(w http.ResponseWriter, r *http.Request) {
 // sub-topology labelled with its input rate over every instance.
 func (c *console) serveDOT(w http.ResponseWriter, r *http.Request) {
 	a := c.h.app
-	var rates map[int]float64
+	var rates *graphRates
 	if r.URL.Query().Get("rates") != "0" {
-		rates = map[int]float64{}
-		for _, s := range c.subViews(r) {
-			rates[s.ID] = s.Rate
+		subs, nodes := c.subViews(r)
+		rates = &graphRates{subs: map[int]float64{}, nodes: nodes}
+		for _, s := range subs {
+			rates.subs[s.ID] = s.Rate
 		}
 	}
 	w.Header().Set("Content-Type", "text/vnd.graphviz; charset=utf-8")
@@ -668,9 +693,16 @@ func (c *console) serveDOT(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, consoleDOT(a.g, a.cfg.ApplicationID, rates))
 }
 
-// consoleDOT draws g for the console. Node IDs are "node:NAME", "store:NAME" and
-// "topic:NAME", which Graphviz writes as each SVG node's title.
-func consoleDOT(g *graph.Graph, appID string, rates map[int]float64) string {
+// graphRates are the records per second the graph shows: per sub-topology (its input)
+// and per node.
+type graphRates struct {
+	subs  map[int]float64
+	nodes map[string]float64
+}
+
+// consoleDOT draws g for the console, with rates if not nil. Node IDs are "node:NAME",
+// "store:NAME" and "topic:NAME", which Graphviz writes as each SVG node's title.
+func consoleDOT(g *graph.Graph, appID string, rates *graphRates) string {
 	var sb strings.Builder
 	sb.WriteString("digraph topology {\n  rankdir=LR; bgcolor=\"transparent\"; nodesep=0.3; ranksep=0.45;\n")
 	sb.WriteString("  node [fontname=\"Helvetica,Arial,sans-serif\", fontsize=11, style=filled, fillcolor=\"#ffffff\", color=\"#55606e\"];\n")
@@ -693,7 +725,7 @@ func consoleDOT(g *graph.Graph, appID string, rates map[int]float64) string {
 	for _, s := range g.Subtopologies {
 		label := fmt.Sprintf("Sub-topology %d", s.ID)
 		if rates != nil {
-			label += fmt.Sprintf(" · %s rec/s in", consoleFuncs["rate"].(func(float64) string)(rates[s.ID]))
+			label += fmt.Sprintf(" · %s rec/s in", formatRate(rates.subs[s.ID]))
 		}
 		fmt.Fprintf(&sb, "  subgraph cluster_%d {\n    label=%q; labeljust=l; fontname=\"Helvetica,Arial,sans-serif\"; fontsize=12; style=\"rounded\"; color=\"#9aa5b1\";\n", s.ID, label)
 		for _, n := range s.Nodes {
@@ -704,7 +736,11 @@ func consoleDOT(g *graph.Graph, appID string, rates map[int]float64) string {
 			case graph.Sink:
 				shape, fill = "house", "#fbe3e3"
 			}
-			fmt.Fprintf(&sb, "    %q [shape=%s, fillcolor=%q, label=%q];\n", "node:"+n.Name, shape, fill, n.Kind.String()+"\n"+n.Name)
+			label := n.Kind.String() + "\n" + n.Name
+			if rates != nil {
+				label += "\n" + formatRate(rates.nodes[n.Name]) + "/s"
+			}
+			fmt.Fprintf(&sb, "    %q [shape=%s, fillcolor=%q, label=%q];\n", "node:"+n.Name, shape, fill, label)
 		}
 		for _, st := range s.Stores {
 			fmt.Fprintf(&sb, "    %q [shape=cylinder, fillcolor=\"#f3eafc\", label=%q];\n", "store:"+st.Name, "store\n"+st.Name)

@@ -3,6 +3,7 @@ package eddy_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -83,6 +84,28 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 		if tk.Processed == 0 || tk.Commits == 0 || tk.LastCommit.IsZero() {
 			t.Errorf("task %s reports %d records processed, %d commits, last at %v; want some of each", tk.ID, tk.Processed, tk.Commits, tk.LastCommit)
 		}
+	}
+
+	// Records through each node: 100 lines into the source and the splitter, their
+	// words into the sink, the repartition source and the counter, and one count per
+	// word out (no commit failed, so nothing was replayed).
+	words := int64(0)
+	for _, n := range e.want {
+		words += n
+	}
+	wantNodes := map[string]int64{"lines": 100, "split": 100, "words-sink": words, "words": words, "count": words, "output": words}
+	waitFor(t, 10*time.Second, fmt.Sprintf("records per node %v", wantNodes), func() (bool, error) {
+		_, _, js := get(t, s.base+"/ui/api/local")
+		var v struct {
+			NodeRecords map[string]int64 `json:"nodeRecords"`
+		}
+		if err := json.Unmarshal([]byte(js), &v); err != nil {
+			return false, err
+		}
+		return maps.Equal(v.NodeRecords, wantNodes), nil
+	})
+	if _, _, dot := get(t, s.base+"/ui/topology.dot"); !strings.Contains(dot, `label="Processor\ncount\n`) || !strings.Contains(dot, "/s\"") {
+		t.Errorf("the graph's nodes are not labelled with their rates:\n%s", dot)
 	}
 
 	rows := regexp.MustCompile(`<tr data-task="([0-9_]+)">`)

@@ -44,6 +44,10 @@ type taskRunner struct {
 	queryMu    sync.RWMutex
 	metrics    *metrics.Task
 	bufferKeys atomic.Pointer[map[string]int] // dirty keys per store, for the metrics
+	// nodeRecords holds the records per node (task.Task.NodeRecords) as of the task
+	// goroutine's last publication, for the console; published at most once a second
+	// while records flow, so the hot path counts with plain integers.
+	nodeRecords atomic.Pointer[map[string]int64]
 	// life ends when the task closes. Sends and commits run under it (with timeouts),
 	// not under the session's context: a rebalance must not cut a commit in half.
 	life    context.Context
@@ -66,6 +70,8 @@ type taskRunner struct {
 	lastPurge     time.Time        // when it last deleted their committed records
 	trimmed       map[string]int64 // store → offset its changelog was last asked to be trimmed below
 	failingSince  time.Time        // when the current run of failed transactions began (zero: none)
+	nodesAt       time.Time        // when nodeRecords was last published
+	nodesStale    bool             // records were processed since
 	storesCurrent bool             // see restore
 }
 
@@ -167,11 +173,18 @@ func (t *taskRunner) dropWork() {
 // checks the clock in between. It stops early when the record count or a processor asks
 // for a commit (need), or at a processing error; more says records may remain.
 func (t *taskRunner) processChunk() (need, more bool, err error) {
+	if t.nodesStale && time.Since(t.nodesAt) >= time.Second {
+		t.publishNodeRecords()
+	}
 	for range 512 {
 		msg, ok := t.inbox.pop()
 		if !ok {
+			if t.nodesStale {
+				t.publishNodeRecords()
+			}
 			return false, false, nil
 		}
+		t.nodesStale = true
 		began := time.Now()
 		if err := t.process(toRaw(msg)); err != nil {
 			return false, true, err
@@ -182,6 +195,14 @@ func (t *taskRunner) processChunk() (need, more bool, err error) {
 		}
 	}
 	return false, true, nil
+}
+
+// publishNodeRecords publishes the engine's records per node for the console.
+func (t *taskRunner) publishNodeRecords() {
+	m := map[string]int64{}
+	t.eng.NodeRecords(m)
+	t.nodeRecords.Store(&m)
+	t.nodesAt, t.nodesStale = time.Now(), false
 }
 
 // process runs one record through the task's engine.

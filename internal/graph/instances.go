@@ -170,6 +170,7 @@ func SourceFactory[K, V any](keys serde.Serde[K], values serde.Serde[V], extract
 }
 
 type sourceInstance[K, V any] struct {
+	records  int64 // records delivered, read by the task's goroutine only (Records)
 	node     *Node
 	keys     serde.Serde[K]
 	values   serde.Serde[V]
@@ -180,7 +181,10 @@ type sourceInstance[K, V any] struct {
 func (s *sourceInstance[K, V]) Init() error  { return nil }
 func (s *sourceInstance[K, V]) Close() error { return nil }
 
+func (s *sourceInstance[K, V]) Records() int64 { return s.records }
+
 func (s *sourceInstance[K, V]) Deliver(r RawRecord, clock Clock) error {
+	s.records++
 	k, err := serdes.Deserialize(s.keys, r.Topic, r.Key)
 	if err != nil {
 		// A record without a key is common (Kafka's console producer writes them): it
@@ -243,6 +247,7 @@ func ProcessorFactory[KIn, VIn, KOut, VOut any](supplier processor.Supplier[KIn,
 }
 
 type processorInstance[KIn, VIn, KOut, VOut any] struct {
+	records  int64 // records received, read by the task's goroutine only (Records)
 	rt       Runtime
 	node     *Node
 	p        processor.Processor[KIn, VIn, KOut, VOut]
@@ -260,7 +265,10 @@ func (p *processorInstance[KIn, VIn, KOut, VOut]) Close() (err error) {
 	return wrapNode(p.node.Name, p.p.Close())
 }
 
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Records() int64 { return p.records }
+
 func (p *processorInstance[KIn, VIn, KOut, VOut]) receive(rec processor.Record[KIn, VIn]) (err error) {
+	p.records++
 	defer Contain(p.node.Name, &err)
 	return wrapNode(p.node.Name, p.p.Process(rec))
 }
@@ -335,6 +343,7 @@ func SinkFactory[K, V any](keys serde.Serde[K], values serde.Serde[V], partition
 }
 
 type sinkInstance[K, V any] struct {
+	records     int64 // records written, read by the task's goroutine only (Records)
 	rt          Runtime
 	node        *Node
 	topic       string
@@ -346,7 +355,10 @@ type sinkInstance[K, V any] struct {
 func (s *sinkInstance[K, V]) Init() error  { return nil }
 func (s *sinkInstance[K, V]) Close() error { return nil }
 
+func (s *sinkInstance[K, V]) Records() int64 { return s.records }
+
 func (s *sinkInstance[K, V]) receive(rec processor.Record[K, V]) error {
+	s.records++
 	kb, err := s.keys.Serialize(s.topic, rec.Key)
 	if err != nil {
 		return &NodeError{Node: s.node.Name, Err: err}

@@ -549,3 +549,14 @@ func (t *Task) Send(topic string, p int32, key, value []byte, headers []processo
 }
 
 func (t *Task) Partitions(topic string) (int32, error) { return t.cfg.Collector.Partitions(topic) }
+
+// NodeRecords adds to into the records each node of the task has taken since the task
+// was made: a source the records delivered to it, a processor those it received, a sink
+// those it wrote (replayed records count again). It runs on the task's goroutine.
+func (t *Task) NodeRecords(into map[string]int64) {
+	for name, inst := range t.nodes {
+		if c, ok := inst.(interface{ Records() int64 }); ok {
+			into[name] += c.Records()
+		}
+	}
+}
