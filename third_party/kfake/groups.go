@@ -985,7 +985,15 @@ func (g *group) replaceStaticMember(oldMemberID string, creq *clientReq, req *km
 	// If protocol unchanged and group is stable: skip rebalance (KIP-345).
 	// For the leader, set SkipAssignment so it knows to re-send the
 	// existing assignment without running the balancer (KIP-814).
-	if g.state == groupStable && old.sameJoin(req) {
+	//
+	// eddy patch: "protocol unchanged" is Kafka's test, the group's selected
+	// protocol for the next generation staying the one it has
+	// (updateStaticMemberThenRebalanceOrCompleteJoin); the new member's
+	// metadata is kept without a rebalance. Upstream rebalanced whenever the
+	// metadata bytes differed, and a restarted member's subscription always
+	// differs (it owns nothing yet), so a static restart rebalanced here and
+	// never on Kafka 4.1.1.
+	if g.state == groupStable && g.selectedProtocolStays() {
 		if g.leader == oldMemberID {
 			g.leader = memberID
 		}
@@ -1002,6 +1010,27 @@ func (g *group) replaceStaticMember(oldMemberID string, creq *clientReq, req *km
 	m.waitingReply = creq
 	g.rebalance()
 	return nil, true
+}
+
+// selectedProtocolStays reports whether the protocol the members would vote
+// for now (as in completeRebalance) is the group's current one (eddy patch).
+func (g *group) selectedProtocolStays() bool {
+	votes := make(map[string]int)
+	for _, m := range g.members {
+		for _, p := range m.join.Protocols {
+			if g.protocols[p.Name] == len(g.members) {
+				votes[p.Name]++
+				break
+			}
+		}
+	}
+	best, bestVotes := "", 0
+	for proto, v := range votes {
+		if v > bestVotes {
+			best, bestVotes = proto, v
+		}
+	}
+	return best == g.protocol
 }
 
 // Handles a sync, which can transition us to stable.
