@@ -66,6 +66,21 @@ type Config struct {
 	ApplicationID string
 	// Brokers are the bootstrap addresses, host:port.
 	Brokers []string
+	// InstanceID makes the instance a static member of the consumer group (KIP-345:
+	// Kafka's group.instance.id): restarted with the same InstanceID within the
+	// group's session timeout, it gets its tasks back with no rebalance (the other
+	// instances go on processing, in the same generation), and with the same StateDir
+	// its stores restore only their tails; a graceful stop does not leave the group.
+	// Give each instance its own, stable across restarts (a Kubernetes StatefulSet's
+	// pod name): two running instances with one InstanceID fence each other, and the
+	// one fenced stops with an error. Letters, digits, '.', '_' and '-', at most 249.
+	// Default empty: a dynamic member, which leaves the group when it stops (every
+	// stop and start is a rebalance). Raise the session timeout (Config.Sarama:
+	// Consumer.Group.Session.Timeout, 10 s by default) above the time a restart takes:
+	// a static member that stays away longer is removed and its tasks move
+	// (docs/operations.md, "Static membership"). This is not the instance ID kept in
+	// the state dir (InstanceIDFile), which names the transactional IDs.
+	InstanceID string
 	// StateDir holds the task stores: <StateDir>/<ApplicationID>/<taskID>/. Default:
 	// <os.TempDir()>/eddy. A state dir is used by one instance at a time.
 	StateDir string
@@ -260,6 +275,11 @@ func (c *Config) checkAddresses() error {
 			return configErr("Brokers", "%q is not host:port", b)
 		}
 	}
+	if c.InstanceID != "" && (!appIDPattern.MatchString(c.InstanceID) || len(c.InstanceID) > 249 || c.InstanceID == "." || c.InstanceID == "..") {
+		// Kafka's own check of group.instance.id (JoinGroupRequest.validateGroupInstanceId):
+		// made here, the mistake is named at New rather than refused at every join.
+		return configErr("InstanceID", "%q: use at most 249 letters, digits, '.', '_' and '-' (not \".\" or \"..\"), e.g. the pod name", c.InstanceID)
+	}
 	if c.AdvertisedAddr != "" {
 		if i := strings.LastIndex(c.AdvertisedAddr, ":"); i <= 0 || i == len(c.AdvertisedAddr)-1 {
 			return configErr("AdvertisedAddr", "%q is not host:port", c.AdvertisedAddr)
@@ -363,6 +383,9 @@ func (c Config) saramaConfig() (sc *sarama.Config, autoFetch bool, err error) {
 	sc.Consumer.Offsets.AutoCommit.Enable = c.Guarantee == AtLeastOnce
 	sc.Consumer.Offsets.AutoCommit.Interval = c.CommitInterval
 	sc.Consumer.Return.Errors = true
+	// Static membership is the InstanceID's: a hook setting sarama's own would make a
+	// member eddy does not know is static (its docs and errors would be wrong).
+	sc.Consumer.Group.InstanceId = c.InstanceID
 	if !sc.Version.IsAtLeast(sarama.V2_5_0_0) {
 		return nil, false, configErr("Sarama", "Version %s is below 2.5.0, which exactly-once needs (KIP-447)", sc.Version)
 	}

@@ -1,6 +1,8 @@
 package eddy
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +52,33 @@ func TestTaskTimeoutDefault(t *testing.T) {
 	}
 	if cfg.TaskTimeout != 5*time.Minute {
 		t.Errorf("default TaskTimeout %v, want 5m", cfg.TaskTimeout)
+	}
+}
+
+// TestInstanceIDIsTheGroupInstanceID: Config.InstanceID becomes sarama's group instance
+// ID, whatever the hook sets; Kafka's own limits on it are checked at New; and a valid
+// one is accepted up to Kafka's 249 characters.
+func TestInstanceIDIsTheGroupInstanceID(t *testing.T) {
+	for _, tc := range []struct {
+		id, hook string
+	}{{"orders-0", ""}, {"orders-0", "other"}, {"", "other"}, {strings.Repeat("a", 249), ""}, {"a.b_c-D9", ""}} {
+		cfg, err := Config{ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}, InstanceID: tc.id,
+			Sarama: func(c *sarama.Config) { c.Consumer.Group.InstanceId = tc.hook }}.withDefaults()
+		if err != nil {
+			t.Fatalf("InstanceID %q: %v", tc.id, err)
+		}
+		sc, _, err := cfg.saramaConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.Consumer.Group.InstanceId != tc.id {
+			t.Errorf("InstanceID %q with the hook setting %q: sarama's group instance ID is %q", tc.id, tc.hook, sc.Consumer.Group.InstanceId)
+		}
+	}
+	for _, id := range []string{"pod 0", "pod/0", ".", "..", strings.Repeat("a", 250), "pöd"} {
+		_, err := Config{ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}, InstanceID: id}.withDefaults()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "InstanceID") {
+			t.Errorf("InstanceID %q: got %v, want an ErrConfig naming InstanceID", id, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -80,6 +81,19 @@ func (rt *runtime) producerInitTimeout() time.Duration {
 func refused(err error) bool {
 	return errors.Is(err, sarama.ErrGroupAuthorizationFailed) || errors.Is(err, sarama.ErrTopicAuthorizationFailed) ||
 		errors.Is(err, sarama.ErrSASLAuthenticationFailed)
+}
+
+// fencedInstance reports whether the coordinator fenced this instance's static
+// membership: another member joined with the same Config.InstanceID. Rejoining would
+// fence that one in turn, and the two would take the tasks from each other for ever;
+// Kafka Streams stops too (FencedInstanceIdException is fatal there).
+func fencedInstance(err error) bool {
+	return errors.Is(err, sarama.ErrFencedInstancedId)
+}
+
+// fencedInstanceErr is the error the application stops with when fencedInstance(err).
+func (rt *runtime) fencedInstanceErr(err error) error {
+	return fmt.Errorf("eddy: consumer group %q: InstanceID %q: another instance joined with the same InstanceID and replaced this one (%w); give every instance its own InstanceID (the StatefulSet pod name)", rt.cfg.ApplicationID, rt.cfg.InstanceID, err)
 }
 
 // requestRejoin ends the session (once) so the consume loop joins the group again, with

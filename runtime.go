@@ -260,13 +260,24 @@ func (rt *runtime) run(parent context.Context) error {
 				rt.fail(fmt.Errorf("eddy: consumer group %q: %w", rt.cfg.ApplicationID, err))
 				continue
 			}
+			if fencedInstance(err) {
+				rt.fail(rt.fencedInstanceErr(err))
+				continue
+			}
 			rt.logger.Warn("consumer group", "error", kafkaerr.Explain(err))
 		}
 	}()
-	rt.logger.Info("starting", "guarantee", rt.cfg.Guarantee.String(), "topics", rt.topics, "state_dir", rt.appDir)
+	rt.logger.Info("starting", "guarantee", rt.cfg.Guarantee.String(), "topics", rt.topics, "state_dir", rt.appDir, "group_instance_id", rt.cfg.InstanceID)
 	rt.consume(ctx, group)
 	rt.stopping.Store(true)
-	rt.logger.Info("stopping: leaving the group")
+	if rt.cfg.InstanceID != "" {
+		// sarama sends no LeaveGroup for a static member (KIP-345): the member stays
+		// until its session times out, and an instance back with the same InstanceID
+		// before then takes its tasks back without a rebalance.
+		rt.logger.Info("stopping: staying in the group as a static member", "group_instance_id", rt.cfg.InstanceID)
+	} else {
+		rt.logger.Info("stopping: leaving the group")
+	}
 	if err := group.Close(); err != nil {
 		rt.logger.Warn("closing the consumer group", "error", err)
 	}
@@ -341,6 +352,10 @@ func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
 		// A refusal does not pass with time: rejoining would retry it for ever.
 		if refused(err) {
 			rt.fail(fmt.Errorf("eddy: consumer group %q: %w", rt.cfg.ApplicationID, err))
+			return
+		}
+		if fencedInstance(err) {
+			rt.fail(rt.fencedInstanceErr(err))
 			return
 		}
 		delay := rejoin.Next()
