@@ -136,7 +136,8 @@ func (a *App) run(ctx context.Context) error {
 	return rt.run(ctx)
 }
 
-// Tasks lists the tasks this instance runs now, sorted.
+// Tasks lists the tasks this instance runs now, sorted; TasksView (GET /tasks) tells
+// their states, store checkpoints and lags.
 func (a *App) Tasks() []processor.TaskID {
 	rt := a.rt.Load()
 	if rt == nil {

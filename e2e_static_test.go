@@ -25,6 +25,9 @@ type restartResult struct {
 	// rebalances are the generations the two instances that stayed up joined during
 	// the restart (eddy_rebalances_total: one per generation an instance joins).
 	rebalances [2]float64
+	// generations are the group generations the two instances that stayed up showed
+	// on /tasks (App.TasksView) before and after the restart.
+	generations [2][2]int32
 	// pause is the longest time a task that stayed on the same instance processed
 	// nothing while input flowed (sampled every 25 ms), and pausedTask names it.
 	pause      time.Duration
@@ -57,8 +60,14 @@ func TestStaticMemberRestartsWithoutRebalance(t *testing.T) {
 			name string
 			r    restartResult
 		}{{"static", static}, {"dynamic", dynamic}} {
-			t.Logf("%s: rebalances of the instances that stayed up %v; longest pause of a task that did not move %v (%s; %v before the restart; longest produce %v); records restored %d (the restarted instance %d) of a %d-record changelog; down %v",
-				r.name, r.r.rebalances, r.r.pause.Round(time.Millisecond), r.r.pausedTask, r.r.baseline.Round(time.Millisecond), r.r.lull.Round(time.Millisecond), r.r.restored, r.r.restarted, r.r.changelog, r.r.down.Round(time.Millisecond))
+			t.Logf("%s: rebalances of the instances that stayed up %v (generations %v → %v); longest pause of a task that did not move %v (%s; %v before the restart; longest produce %v); records restored %d (the restarted instance %d) of a %d-record changelog; down %v",
+				r.name, r.r.rebalances, r.r.generations[0], r.r.generations[1], r.r.pause.Round(time.Millisecond), r.r.pausedTask, r.r.baseline.Round(time.Millisecond), r.r.lull.Round(time.Millisecond), r.r.restored, r.r.restarted, r.r.changelog, r.r.down.Round(time.Millisecond))
+		}
+		if static.generations[0] != static.generations[1] || static.generations[0][0] <= 0 {
+			t.Errorf("with InstanceID, the instances that stayed up went from generations %v to %v during the restart; want them unchanged", static.generations[0], static.generations[1])
+		}
+		if dynamic.generations[0] == dynamic.generations[1] {
+			t.Errorf("without InstanceID, the instances that stayed up stayed in generations %v during the restart; want new ones", dynamic.generations[0])
 		}
 		if static.rebalances != [2]float64{} {
 			t.Errorf("with InstanceID, the instances that stayed up joined %v new generations during the restart; want none", static.rebalances)
@@ -146,9 +155,10 @@ func restartOneOfThree(t *testing.T, c *kafkatest.Cluster, static bool) restartR
 
 	early := advancing(t, regs[1:], time.Second)
 	sampler := startPauseSampler(t, regs[1:])
-	time.Sleep(8 * time.Second)
+	time.Sleep(4 * time.Second)
 	gaps := sampler.stop()
 	before := [2]float64{counter(t, regs[1], "eddy_rebalances_total", ""), counter(t, regs[2], "eddy_rebalances_total", "")}
+	res.generations[0] = [2]int32{ins[1].app.TasksView().Generation, ins[2].app.TasksView().Generation}
 	kept := advancing(t, regs[1:], time.Second) // tasks of the instances that stay up
 	for task := range kept {
 		if early[task] {
@@ -189,6 +199,7 @@ func restartOneOfThree(t *testing.T, c *kafkatest.Cluster, static bool) restartR
 			res.pause, res.pausedTask = gaps[task], task
 		}
 	}
+	res.generations[1] = [2]int32{ins[1].app.TasksView().Generation, ins[2].app.TasksView().Generation}
 	res.rebalances = [2]float64{
 		counter(t, regs[1], "eddy_rebalances_total", "") - before[0],
 		counter(t, regs[2], "eddy_rebalances_total", "") - before[1],

@@ -84,6 +84,7 @@ func (o HandlerOptions) withDefaults() HandlerOptions {
 //
 //	GET /healthz                    200 while the process is alive and not failed
 //	GET /readyz                     200 when every assigned task is restored and running
+//	GET /tasks                      this instance's tasks: state, store checkpoints, lag (TasksView)
 //	GET /topology[?format=dot|mermaid]  the topology description
 //	GET /stores/{store}/keys/{key}  an interactive query, JSON; forwarded to the owner
 //	GET /stores/{store}/keys?from=&to= | ?prefix=   a key scan of the local partitions
@@ -142,6 +143,9 @@ func (a *App) HandlerWith(opts HandlerOptions) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"state": string(st)})
 	})
+	mux.Handle("GET /tasks", h.authorized(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.TasksView())
+	}))
 	mux.Handle("GET /topology", h.authorized(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		switch r.URL.Query().Get("format") {

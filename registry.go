@@ -72,6 +72,14 @@ func (r *taskRegistry) lookup(id processor.TaskID) (*taskRunner, map[string][]st
 	return r.tasks[id], r.hosts
 }
 
+// assignment returns the generation of the last assignment and the task owners it
+// announced (host → tasks).
+func (r *taskRegistry) assignment() (int32, map[string][]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.generation, r.hosts
+}
+
 // all returns the tasks of the set, in no order.
 func (r *taskRegistry) all() []*taskRunner {
 	r.mu.Lock()

@@ -47,6 +47,9 @@ type runtime struct {
 	assignor *assignor
 	lockFile *os.File
 	appDir   string
+	// instance is the state dir's instance ID (InstanceIDFile); empty with
+	// Config.ProducerPerTask, which names no transactional ID after it.
+	instance string
 
 	topics     []string                      // the group's subscription: every source topic
 	topicToSub map[string]*graph.Subtopology // resolved source topic → sub-topology
@@ -129,6 +132,7 @@ func newRuntime(a *App) (*runtime, error) {
 			rt.close()
 			return nil, err
 		}
+		rt.instance = instance
 		for i := range cfg.Workers {
 			txnID := names.TransactionalID(cfg.ApplicationID, fmt.Sprintf("%s-%d", instance, i))
 			rt.workers = append(rt.workers, newWorker(rt, rt.settings, i, txnID))

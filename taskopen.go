@@ -190,7 +190,15 @@ func (t *taskRunner) restore(ctx context.Context) error {
 func (t *taskRunner) restoreStore(ctx context.Context, buf *kvstore.Buffer, name string) error {
 	r := t.host.restorer()
 	r.Logger = t.logger
-	r.OnProgress = func(p restore.Progress) { t.metrics.Restoring(p.Store, p.Done, p.Total, p.Rate) }
+	r.OnProgress = func(p restore.Progress) {
+		t.metrics.Restoring(p.Store, p.Done, p.Total, p.Rate)
+		t.restoreMu.Lock()
+		if t.restoreLeft == nil {
+			t.restoreLeft = map[string]int64{}
+		}
+		t.restoreLeft[p.Store] = p.Total - p.Done
+		t.restoreMu.Unlock()
+	}
 	topic := t.changelogs[name]
 	if st := t.sourceStore(name); st != nil {
 		var err error

@@ -48,6 +48,10 @@ type taskRunner struct {
 	// goroutine's last publication, for the console; published at most once a second
 	// while records flow, so the hot path counts with plain integers.
 	nodeRecords atomic.Pointer[map[string]int64]
+	// restoreLeft is the changelog offsets each store had left to restore at its last
+	// restore's progress report (for /tasks).
+	restoreMu   sync.Mutex
+	restoreLeft map[string]int64
 	// life ends when the task closes. Sends and commits run under it (with timeouts),
 	// not under the session's context: a rebalance must not cut a commit in half.
 	life    context.Context
