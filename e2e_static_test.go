@@ -155,7 +155,7 @@ func restartOneOfThree(t *testing.T, c *kafkatest.Cluster, static bool) restartR
 
 	early := advancing(t, regs[1:], time.Second)
 	sampler := startPauseSampler(t, regs[1:])
-	time.Sleep(4 * time.Second)
+	time.Sleep(3 * time.Second)
 	gaps := sampler.stop()
 	before := [2]float64{counter(t, regs[1], "eddy_rebalances_total", ""), counter(t, regs[2], "eddy_rebalances_total", "")}
 	res.generations[0] = [2]int32{ins[1].app.TasksView().Generation, ins[2].app.TasksView().Generation}
@@ -190,7 +190,7 @@ func restartOneOfThree(t *testing.T, c *kafkatest.Cluster, static bool) restartR
 	waitFor(t, time.Minute, "every task processing after the restart", func() (bool, error) {
 		return len(advancing(t, regs, time.Second)) == 12, nil
 	})
-	time.Sleep(2 * time.Second) // the group settles, if it rebalances late
+	time.Sleep(1500 * time.Millisecond) // the group settles, if it rebalances late
 
 	gaps = sampler.stop()
 	stillKept := advancing(t, regs[1:], time.Second)
