@@ -329,3 +329,26 @@ func TestSinkTransactionRolledBackOutsideStopsTheApp(t *testing.T) {
 		t.Fatalf("Run: %v; want an error saying the committed transaction was rolled back outside eddy", err)
 	}
 }
+
+// A clean stop commits the open unit of work and then its sink transactions: nothing is
+// left prepared for the next start (the commit at the end of a session used to leave
+// its sink transactions prepared until the tasks started again).
+func TestCleanStopLeavesNoSinkTransactionPrepared(t *testing.T) {
+	b := kafkatest.Start(t)
+	c := kafkatest.Connect(t, "embedded", b.Addrs())
+	e := newSinkEnv(t, c)
+	cfg := e.config(t, t.TempDir())
+	cfg.CommitInterval = time.Hour // only the stop commits
+	in := start(t, e.topo, cfg)
+	e.produce(t, 40)
+	time.Sleep(10 * time.Second) // processed, not committed
+	if err := in.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.pending(t); len(p) > 0 {
+		t.Fatalf("left prepared by a clean stop: %v", p)
+	}
+	if lost, dups, extra, err := e.check(); err != nil || lost+dups+extra > 0 {
+		t.Fatalf("lost=%d duplicates=%d extra=%d %v", lost, dups, extra, err)
+	}
+}

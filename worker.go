@@ -257,7 +257,15 @@ func (w *worker) suspend() error {
 	ctx, cancel := w.opContext()
 	defer cancel()
 	err := w.commit(ctx)
-	if err == nil || isFenced(err) {
+	if err == nil {
+		// The post-commit of the sinks outside Kafka, bounded: what is left stays
+		// prepared, and the tasks' next start commits it.
+		if err := w.finishSinksOnce(ctx); err != nil {
+			w.logger.Warn("the sink transactions of the last commit stay prepared; the tasks' next start commits them", "error", err)
+		}
+		return nil
+	}
+	if isFenced(err) {
 		return err
 	}
 	w.logger.Warn("commit at suspend failed; aborting the open transaction", "error", err)
