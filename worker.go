@@ -41,6 +41,12 @@ type worker struct {
 	tasks        []*taskRunner // this session's tasks
 	lastCommit   time.Time
 	failingSince time.Time
+	// attempts and retryDelay are the recoveries since the last successful commit and
+	// the backoff between them: kept across recover calls, since a failure that comes
+	// back at every commit (replay succeeds, the commit fails again) is one failure, not
+	// a new one each time (issue 26: "attempt=1" at every one of 146 rounds in 30 s).
+	attempts   int
+	retryDelay backoff.Backoff
 }
 
 func newWorker(host taskHost, cfg taskSettings, idx int, txnID string) *worker {

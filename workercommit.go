@@ -17,7 +17,8 @@ func (w *worker) commitWithRecovery(ctx context.Context) error {
 		err := w.commit(opCtx)
 		cancel()
 		if err == nil {
-			w.failingSince = time.Time{}
+			w.failingSince, w.attempts = time.Time{}, 0
+			w.retryDelay.Reset()
 			w.finishSinks(ctx)
 			return nil
 		}
@@ -228,8 +229,10 @@ func (w *worker) recover(ctx context.Context, cause error) error {
 	if w.failingSince.IsZero() {
 		w.failingSince = time.Now()
 	}
-	b := backoff.Backoff{Max: maxRecoverDelay}
-	for attempt := 1; ; attempt++ {
+	w.retryDelay.Max = maxRecoverDelay
+	for {
+		w.attempts++
+		attempt := w.attempts
 		rec := classify(cause)
 		if rec != abortTxn && rec != settleTxn {
 			return cause
@@ -247,7 +250,7 @@ func (w *worker) recover(ctx context.Context, cause error) error {
 		opCtx, cancel := w.opContext()
 		err := w.rollback(opCtx, rec)
 		cancel()
-		if b.Wait(ctx) != nil {
+		if w.retryDelay.Wait(ctx) != nil {
 			if err != nil {
 				return err
 			}
