@@ -56,6 +56,7 @@ type runtime struct {
 	latest     map[string]bool               // user topics read from the latest offset (offsetreset.go)
 	partsMu    sync.Mutex
 	partitions map[string]int32 // partition counts of output topics
+	msgLimits  map[string]int   // max.message.bytes of output topics (outputerror.go), under partsMu
 
 	// global keeps the global stores (globaltable.go); nil without any.
 	global *globalState
@@ -214,6 +215,7 @@ func (rt *runtime) close() {
 // fail records the first fatal error and stops the application.
 func (rt *runtime) fail(err error) {
 	rt.fatalOnce.Do(func() {
+		err = rt.explainOutput(err)
 		rt.fatalErr = err
 		rt.failed.Store(true)
 		rt.logger.Error("stopping the application", "error", err)

@@ -6,6 +6,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/producer"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -30,7 +31,13 @@ func (t *taskRunner) Send(topic string, partition int32, key, value []byte, head
 			hs[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
 		}
 	}
-	return t.txn.sendAt(t.life, topic, partition, key, value, hs, ts)
+	// The input record being processed goes with the record, for an error to name it
+	// (producer.RecordError, OutputRecordError).
+	var origin *producer.Origin
+	if md, ok := t.eng.RecordMetadata(); ok {
+		origin = &producer.Origin{Topic: md.Topic, Partition: md.Partition, Offset: md.Offset}
+	}
+	return t.txn.producer.SendFrom(t.life, origin, topic, partition, key, value, hs, ts)
 }
 
 // Partitions implements task.Collector.

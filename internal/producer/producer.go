@@ -240,7 +240,7 @@ func (p *Producer) drain() {
 			p.mu.Lock()
 			err := e.Err
 			if e.Msg != nil {
-				err = fmt.Errorf("record to %s/%d: %w", e.Msg.Topic, e.Msg.Partition, e.Err)
+				err = recordError(e.Msg, e.Err)
 			}
 			p.errs = append(p.errs, err)
 			p.done()
@@ -292,10 +292,19 @@ func (p *Producer) InTransaction() bool {
 // Send queues a record, beginning a transaction first if none is open. Its outcome is
 // known at Flush.
 func (p *Producer) Send(ctx context.Context, topic string, partition int32, key, value []byte, headers []sarama.RecordHeader, ts time.Time) error {
+	return p.SendFrom(ctx, nil, topic, partition, key, value, headers, ts)
+}
+
+// SendFrom is Send for a record that the input record origin caused: a failure of the
+// record names it (RecordError).
+func (p *Producer) SendFrom(ctx context.Context, origin *Origin, topic string, partition int32, key, value []byte, headers []sarama.RecordHeader, ts time.Time) error {
 	if err := p.Begin(); err != nil {
 		return err
 	}
 	msg := &sarama.ProducerMessage{Topic: topic, Partition: partition, Headers: headers, Timestamp: ts}
+	if origin != nil {
+		msg.Metadata = origin
+	}
 	if key != nil {
 		msg.Key = sarama.ByteEncoder(key)
 	}
@@ -487,6 +496,11 @@ func Classify(err error, status sarama.ProducerTxnStatusFlag) txproducer.Class {
 	case errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed), errors.Is(err, sarama.ErrClusterAuthorizationFailed),
 		errors.Is(err, sarama.ErrTopicAuthorizationFailed), errors.Is(err, sarama.ErrGroupAuthorizationFailed),
 		errors.Is(err, sarama.ErrUnsupportedVersion), errors.Is(err, sarama.ErrUnsupportedForMessageFormat):
+		return txproducer.Fatal
+	case Permanent(err):
+		// The same record fails again after the abort and the replay: aborting and
+		// replaying it looped for ever (issue 26, 174 rollbacks in 30 s). It ends the
+		// application, which names the record (the runtime's OutputRecordError).
 		return txproducer.Fatal
 	case status&sarama.ProducerTxnFlagAbortableError != 0, errors.Is(err, errTransactionAbortable):
 		return txproducer.Abortable
