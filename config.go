@@ -128,8 +128,25 @@ type Config struct {
 	// cannot be set here. Topics that exist already are not changed.
 	InternalTopicConfigs map[string]string
 	// OnBadRecord: what to do with a record that cannot be deserialized; default
-	// FailOnBadRecord. DeadLetterTopic must exist when DeadLetterBadRecord is chosen.
-	OnBadRecord     BadRecordPolicy
+	// FailOnBadRecord. DeadLetterTopic must exist when DeadLetterBadRecord is chosen
+	// (here or in OnOutputError).
+	OnBadRecord BadRecordPolicy
+	// OnOutputError: what to do with an output record that can never be written, one
+	// larger than its topic's max.message.bytes (Kafka Streams' ProductionExceptionHandler;
+	// KIP-1034's dead-letter queue). FailOnBadRecord (the default) stops the application
+	// with an OutputRecordError naming the input record, the output topic, the record's
+	// size and the topic's limit; SkipBadRecord drops the output record with a warning
+	// and a metric (the input record's other output goes on); DeadLetterBadRecord writes
+	// the input record, as it was read, to DeadLetterTopic with its origin, the node and
+	// the error in headers (HeaderDeadLetter*), inside the task's transaction, once per
+	// input record, and drops the output record. A record without an input record (a
+	// punctuator's) is dropped under DeadLetterBadRecord. eddy sees a record is too large
+	// before sending it (it reads the topic's max.message.bytes, which needs the
+	// DescribeConfigs ACL on the topic, and compares the uncompressed size); a refusal
+	// only the broker gives (with Producer.Compression set, without that ACL, a record
+	// refused as invalid) stops the application whatever the policy
+	// (docs/operations.md, "When a record cannot be written").
+	OnOutputError   BadRecordPolicy
 	DeadLetterTopic string
 	// MaxTaskIdle is how long a task whose input partitions are not all buffered waits
 	// for a record on an empty one before it processes the others past it, so that a
@@ -238,14 +255,19 @@ func (c Config) withDefaults() (Config, error) {
 			return c, configErr("InternalTopicConfigs", "%q is eddy's to set (changelogs are compacted and kept, repartition topics purged by eddy); remove it", k)
 		}
 	}
-	switch c.OnBadRecord {
-	case FailOnBadRecord, SkipBadRecord:
-	case DeadLetterBadRecord:
-		if c.DeadLetterTopic == "" {
-			return c, configErr("DeadLetterTopic", "required with DeadLetterBadRecord")
+	for _, p := range []struct {
+		name   string
+		policy BadRecordPolicy
+	}{{"OnBadRecord", c.OnBadRecord}, {"OnOutputError", c.OnOutputError}} {
+		switch p.policy {
+		case FailOnBadRecord, SkipBadRecord:
+		case DeadLetterBadRecord:
+			if c.DeadLetterTopic == "" {
+				return c, configErr("DeadLetterTopic", "required with %s: DeadLetterBadRecord", p.name)
+			}
+		default:
+			return c, configErr(p.name, "unknown value %d", p.policy)
 		}
-	default:
-		return c, configErr("OnBadRecord", "unknown value %d", c.OnBadRecord)
 	}
 	if err := c.Security.validate(); err != nil {
 		return c, err
@@ -437,4 +459,20 @@ const (
 // fetchSize is the per-partition fetch size for an application of n source partitions.
 func fetchSize(n int) int32 {
 	return int32(min(max(fetchBudget/max(n, 1), fetchPerPartitionMin), fetchPerPartitionMax))
+}
+
+// deadLettering reports whether a policy writes records to DeadLetterTopic.
+func (c *Config) deadLettering() bool {
+	return c.OnBadRecord == DeadLetterBadRecord || c.OnOutputError == DeadLetterBadRecord
+}
+
+// taskPolicy is a BadRecordPolicy as the task engine knows it.
+func taskPolicy(p BadRecordPolicy) task.ErrorPolicy {
+	switch p {
+	case SkipBadRecord:
+		return task.Skip
+	case DeadLetterBadRecord:
+		return task.DeadLetter
+	}
+	return task.Fail
 }

@@ -2,7 +2,9 @@ package eddy_test
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +36,7 @@ type outputLimitEnv struct {
 	in, out, dlq string
 }
 
-func newOutputLimitEnv(t *testing.T, c *kafkatest.Cluster) *outputLimitEnv {
+func newOutputLimitEnv(t *testing.T, c *kafkatest.Cluster, big string) *outputLimitEnv {
 	ctx := ctxT(t)
 	e := &outputLimitEnv{c: c, in: c.Unique("in"), out: c.Unique("out"), dlq: c.Unique("dlq")}
 	limit := "2000"
@@ -43,7 +45,6 @@ func newOutputLimitEnv(t *testing.T, c *kafkatest.Cluster) *outputLimitEnv {
 			t.Fatal(err)
 		}
 	}
-	big := strings.Repeat("x", 5000)
 	msgs := []*sarama.ProducerMessage{
 		{Key: sarama.StringEncoder("a"), Value: sarama.StringEncoder("small")},
 		{Key: sarama.StringEncoder("big"), Value: sarama.StringEncoder(big)},
@@ -58,46 +59,123 @@ func newOutputLimitEnv(t *testing.T, c *kafkatest.Cluster) *outputLimitEnv {
 // TestOutputTooLargeFailsNamingTheRecord: a record the output topic can never take
 // (5 KB against max.message.bytes=2000) used to be aborted and replayed for ever
 // ("attempt=1" at every round, Run never returned, the records ahead of it never got
-// out). The broker's refusal (MESSAGE_TOO_LARGE) is permanent (producer.Permanent):
-// the application stops at once with an OutputRecordError naming the input record, the
-// output topic, the record's size and the topic's limit. Kills the mutants "a permanent
-// refusal classified abortable" (the loop: 174 rollbacks in 30 s on kfake, 90 on Kafka)
-// and "the error not explained" (no input record, no limit).
+// out). By default the application now stops at once with an OutputRecordError naming
+// the input record, the output topic, the record's size and the topic's limit: found
+// before sending (the size against the topic's max.message.bytes), or, with compression
+// on (the broker measures the compressed batch, so eddy does not check), from the
+// broker's refusal (MESSAGE_TOO_LARGE, permanent: producer.Permanent). Kills the
+// mutants "a permanent refusal classified abortable" (the loop: 174 rollbacks in 30 s on
+// kfake, 90 on Kafka), "the error not explained" (no input record, no limit) and "no
+// check before sending" (the error does not name Config.OnOutputError).
 func TestOutputTooLargeFailsNamingTheRecord(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
-		e := newOutputLimitEnv(t, c)
-		logs := newLogCapture()
-		inst := start(t, passTopology(t, e.in, e.out), eddy.Config{ApplicationID: c.Unique("big"), Brokers: c.Addrs(),
-			StateDir: t.TempDir(), Logger: slog.New(logs)})
-		err, done := waitExit(inst, 30*time.Second)
-		rollbacks := logs.grep("rolling back")
-		t.Logf("Run: %v (%d rollbacks)", err, len(rollbacks))
-		if !done {
-			last := ""
-			if len(rollbacks) > 0 {
-				last = rollbacks[len(rollbacks)-1]
-			}
-			t.Fatalf("Run did not return in 30 s: %d rollbacks, the last: %s", len(rollbacks), last)
+		for _, compressed := range []bool{false, true} {
+			t.Run(map[bool]string{false: "checked before sending", true: "refused by the broker"}[compressed], func(t *testing.T) {
+				// Random bytes: compression does not bring them under the limit.
+				r := rand.New(rand.NewPCG(1, 2))
+				big := make([]byte, 5000)
+				for i := range big {
+					big[i] = byte(r.Uint32())
+				}
+				e := newOutputLimitEnv(t, c, string(big))
+				logs := newLogCapture()
+				cfg := eddy.Config{ApplicationID: c.Unique("big"), Brokers: c.Addrs(), StateDir: t.TempDir(), Logger: slog.New(logs)}
+				if compressed {
+					cfg.Sarama = func(sc *sarama.Config) { sc.Producer.Compression = sarama.CompressionGZIP }
+				}
+				inst := start(t, passTopology(t, e.in, e.out), cfg)
+				err, done := waitExit(inst, 30*time.Second)
+				rollbacks := logs.grep("rolling back")
+				t.Logf("Run: %v (%d rollbacks)", err, len(rollbacks))
+				if !done {
+					last := ""
+					if len(rollbacks) > 0 {
+						last = rollbacks[len(rollbacks)-1]
+					}
+					t.Fatalf("Run did not return in 30 s: %d rollbacks, the last: %s", len(rollbacks), last)
+				}
+				if err == nil {
+					t.Fatal("Run returned nil")
+				}
+				wants := []string{"input record " + e.in + "/0 offset 1", `"` + e.out + `"`, "5073 bytes", "max.message.bytes (2000)"}
+				if !compressed {
+					wants = append(wants, "set Config.OnOutputError to SkipBadRecord")
+				}
+				for _, want := range wants {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("the error does not name %q: %v", want, err)
+					}
+				}
+				var oe *eddy.OutputRecordError
+				if !errors.As(err, &oe) || oe.Topic != e.out || oe.Input == nil || oe.Input.Offset != 1 || oe.Size != 5073 || oe.Limit != 2000 {
+					t.Errorf("Run's error is no OutputRecordError for the big record: %#v", oe)
+				}
+				if len(rollbacks) > 0 {
+					t.Errorf("%d rollbacks: a record that can never be written was retried", len(rollbacks))
+				}
+				// Nothing of the failed transaction is committed: the small record
+				// before the big one went in the same transaction.
+				if msgs, err := e.c.ReadCommitted(ctxT(t), e.out); err != nil || len(msgs) != 0 {
+					t.Errorf("the output holds %d records (err %v); the failed transaction's must not be committed", len(msgs), err)
+				}
+			})
 		}
-		if err == nil {
-			t.Fatal("Run returned nil")
-		}
-		for _, want := range []string{"input record " + e.in + "/0 offset 1", `"` + e.out + `"`, "5073 bytes", "max.message.bytes (2000)"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("the error does not name %q: %v", want, err)
-			}
-		}
-		var oe *eddy.OutputRecordError
-		if !errors.As(err, &oe) || oe.Topic != e.out || oe.Input == nil || oe.Input.Offset != 1 || oe.Size != 5073 || oe.Limit != 2000 {
-			t.Errorf("Run's error is no OutputRecordError for the big record: %#v", oe)
-		}
-		if len(rollbacks) > 0 {
-			t.Errorf("%d rollbacks: a record that can never be written was retried", len(rollbacks))
-		}
-		// Nothing of the failed transaction is committed: the small record before the
-		// big one went in the same transaction.
-		if msgs, err := e.c.ReadCommitted(ctxT(t), e.out); err != nil || len(msgs) != 0 {
-			t.Errorf("the output holds %d records (err %v); the failed transaction's must not be committed", len(msgs), err)
+	})
+}
+
+// TestOutputErrorPolicies: under Config.OnOutputError SkipBadRecord the record too
+// large for its topic is dropped and the records around it are written; under
+// DeadLetterBadRecord its input record, as read, goes to the dead-letter topic with
+// its origin, the sink's name and the error in headers, in the same transaction. Kills
+// the mutants "policy ignored" (the application stops) and "dead-letter the output
+// record" (the dead letter's key and headers).
+func TestOutputErrorPolicies(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx := ctxT(t)
+		big := strings.Repeat("x", 5000)
+		for _, policy := range []eddy.BadRecordPolicy{eddy.SkipBadRecord, eddy.DeadLetterBadRecord} {
+			t.Run(map[eddy.BadRecordPolicy]string{eddy.SkipBadRecord: "skip", eddy.DeadLetterBadRecord: "dead-letter"}[policy], func(t *testing.T) {
+				e := newOutputLimitEnv(t, c, big)
+				inst := start(t, passTopology(t, e.in, e.out), eddy.Config{ApplicationID: c.Unique("pol"), Brokers: c.Addrs(), StateDir: t.TempDir(),
+					OnOutputError: policy, DeadLetterTopic: e.dlq})
+				var out []*sarama.ConsumerMessage
+				waitFor(t, time.Minute, "the small records in the output", func() (bool, error) {
+					if err, done := inst.exited(); done {
+						return false, fmt.Errorf("Run returned %v", err)
+					}
+					var err error
+					out, err = c.ReadCommitted(ctx, e.out)
+					return len(out) >= 2, err
+				})
+				var dead []*sarama.ConsumerMessage
+				if policy == eddy.DeadLetterBadRecord {
+					waitFor(t, time.Minute, "the dead letter", func() (bool, error) {
+						var err error
+						dead, err = c.ReadCommitted(ctx, e.dlq)
+						return len(dead) >= 1, err
+					})
+				}
+				if err := inst.stop(); err != nil {
+					t.Fatal(err)
+				}
+				if len(out) != 2 || string(out[0].Key) != "a" || string(out[1].Key) != "c" {
+					t.Fatalf("output: %d records, want a and c", len(out))
+				}
+				if policy == eddy.SkipBadRecord {
+					return
+				}
+				if len(dead) != 1 || string(dead[0].Key) != "big" || string(dead[0].Value) != big {
+					t.Fatalf("dead letters: %d, want the input record big", len(dead))
+				}
+				h := map[string]string{}
+				for _, rh := range dead[0].Headers {
+					h[string(rh.Key)] = string(rh.Value)
+				}
+				if h[eddy.HeaderDeadLetterTopic] != e.in || h[eddy.HeaderDeadLetterOffset] != "1" || h[eddy.HeaderDeadLetterNode] != "out" ||
+					!strings.Contains(h[eddy.HeaderDeadLetterError], "max.message.bytes (2000)") {
+					t.Fatalf("dead-letter headers: %v", h)
+				}
+			})
 		}
 	})
 }

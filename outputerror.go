@@ -46,6 +46,25 @@ func (rt *runtime) explainOutput(err error) error {
 	return oe
 }
 
+// outputLimit implements taskHost: the topic's max.message.bytes, or 0 when it cannot
+// be read (the DescribeConfigs ACL missing, say): the check before sending is then
+// skipped, with a warning once per topic, and a record too large is the broker's to
+// refuse (explainOutput).
+func (rt *runtime) outputLimit(topic string) int {
+	n, err := rt.maxMessageBytes(topic)
+	if err != nil {
+		rt.partsMu.Lock()
+		if rt.msgLimits == nil {
+			rt.msgLimits = map[string]int{}
+		}
+		rt.msgLimits[topic] = 0
+		rt.partsMu.Unlock()
+		rt.logger.Warn("cannot read an output topic's max.message.bytes: a record too large for it stops the application, whatever Config.OnOutputError says; "+
+			"grant the application DescribeConfigs on the topic", "topic", topic, "error", err)
+	}
+	return n
+}
+
 // walkErrors calls fn on err and every error it wraps, joined ones included.
 func walkErrors(err error, fn func(error)) {
 	if err == nil {

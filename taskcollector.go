@@ -7,6 +7,7 @@ import (
 
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/producer"
+	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -31,13 +32,45 @@ func (t *taskRunner) Send(topic string, partition int32, key, value []byte, head
 			hs[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
 		}
 	}
+	md, ok := t.eng.RecordMetadata()
+	// A record larger than its topic's max.message.bytes is refused however often it
+	// is sent: found here, before it is sent, it is Config.OnOutputError's to handle
+	// (the task engine applies it), and the records ahead of it in the transaction go
+	// on. Sent, it would fail the whole transaction (producer.Permanent).
+	if limit := t.outputLimit(topic); limit > 0 {
+		if size := producer.RecordBatchSize(key, value, hs); size > limit {
+			oe := &task.OutputError{Topic: topic, Partition: partition, Size: size, Limit: limit}
+			if ok {
+				oe.Input = &md
+			}
+			return oe
+		}
+	}
 	// The input record being processed goes with the record, for an error to name it
 	// (producer.RecordError, OutputRecordError).
 	var origin *producer.Origin
-	if md, ok := t.eng.RecordMetadata(); ok {
+	if ok {
 		origin = &producer.Origin{Topic: md.Topic, Partition: md.Partition, Offset: md.Offset}
 	}
 	return t.txn.producer.SendFrom(t.life, origin, topic, partition, key, value, hs, ts)
+}
+
+// outputLimit is the max.message.bytes of an output topic, 0 when eddy does not check
+// it: with compression the broker measures the compressed batch, which only the
+// producer knows.
+func (t *taskRunner) outputLimit(topic string) int {
+	if t.cfg.producer.Sarama != nil && t.cfg.producer.Sarama.Producer.Compression != sarama.CompressionNone {
+		return 0
+	}
+	n, ok := t.outLimits[topic]
+	if !ok {
+		n = t.host.outputLimit(topic)
+		if t.outLimits == nil {
+			t.outLimits = map[string]int{}
+		}
+		t.outLimits[topic] = n
+	}
+	return n
 }
 
 // Partitions implements task.Collector.

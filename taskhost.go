@@ -31,6 +31,9 @@ type taskHost interface {
 	checkOwnership(ctx context.Context, sess sarama.ConsumerGroupSession, id processor.TaskID, topic string) error
 	// partitionCount returns the partition count of an output topic.
 	partitionCount(topic string) (int32, error)
+	// outputLimit returns the largest record batch an output topic takes
+	// (max.message.bytes), and 0 when eddy cannot tell (outputerror.go).
+	outputLimit(topic string) int
 	// requestRejoin ends the group session, forcing a new generation.
 	requestRejoin(sess sarama.ConsumerGroupSession)
 	// fail stops the application with err.
@@ -74,6 +77,7 @@ type taskSettings struct {
 	// taskTimeout bounds the retries of a task's preparation (Config.TaskTimeout).
 	taskTimeout     time.Duration
 	badRecords      task.ErrorPolicy
+	outputErrors    task.ErrorPolicy // Config.OnOutputError
 	deadLetterTopic string
 	onRestore       func(processor.TaskID, changelog.Result)
 	producer        producer.Config // without a transactional ID
@@ -86,13 +90,6 @@ type taskSettings struct {
 
 func (rt *runtime) taskSettings() taskSettings {
 	cfg := rt.cfg
-	policy := task.Fail
-	switch cfg.OnBadRecord {
-	case SkipBadRecord:
-		policy = task.Skip
-	case DeadLetterBadRecord:
-		policy = task.DeadLetter
-	}
 	return taskSettings{
 		appID: cfg.ApplicationID, graph: rt.g, stateDir: rt.appDir,
 		exactlyOnce:     cfg.Guarantee == ExactlyOnce,
@@ -100,7 +97,7 @@ func (rt *runtime) taskSettings() taskSettings {
 		commitInterval:  cfg.CommitInterval, commitRecords: cfg.CommitRecords,
 		maxTaskIdle: cfg.MaxTaskIdle,
 		txnTimeout:  cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
-		storeNoSync: cfg.StoreNoSync, storeWriteInterval: cfg.StoreWriteInterval, badRecords: policy, deadLetterTopic: cfg.DeadLetterTopic,
+		storeNoSync: cfg.StoreNoSync, storeWriteInterval: cfg.StoreWriteInterval, badRecords: taskPolicy(cfg.OnBadRecord), outputErrors: taskPolicy(cfg.OnOutputError), deadLetterTopic: cfg.DeadLetterTopic,
 		taskTimeout: cfg.TaskTimeout,
 		onRestore:   cfg.OnRestore,
 		producer:    producer.Config{Brokers: cfg.Brokers, Sarama: rt.sc, TransactionTimeout: cfg.TransactionTimeout},

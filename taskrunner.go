@@ -70,6 +70,7 @@ type taskRunner struct {
 	lateReported  int64             // late records counted in eddy_dropped_records_total
 	sess          sarama.ConsumerGroupSession
 	partCounts    map[string]int32 // partition counts of output topics
+	outLimits     map[string]int   // max.message.bytes of output topics (0: not checked)
 	purgeTopics   []string         // the repartition topics the task reads
 	lastPurge     time.Time        // when it last deleted their committed records
 	trimmed       map[string]int64 // store → offset its changelog was last asked to be trimmed below

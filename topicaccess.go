@@ -38,7 +38,7 @@ func topicAccessNeeded(g *graph.Graph, cfg Config, internal []topicspec.Spec) ma
 			}
 		}
 	}
-	if cfg.OnBadRecord == DeadLetterBadRecord {
+	if cfg.deadLettering() {
 		add(cfg.DeadLetterTopic, sarama.AclOperationWrite, "dead-letter topic")
 	}
 	for _, s := range internal {

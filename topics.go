@@ -37,7 +37,7 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 			}
 		}
 	}
-	if rt.cfg.OnBadRecord == DeadLetterBadRecord {
+	if rt.cfg.deadLettering() {
 		roles[rt.cfg.DeadLetterTopic] = append(roles[rt.cfg.DeadLetterTopic], "dead-letter topic")
 	}
 	counts, err := rt.describe(ctx, keys(roles))

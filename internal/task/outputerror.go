@@ -52,7 +52,12 @@ func (e *OutputError) Error() string {
 	if e.Limit > 0 && e.Size > e.Limit {
 		fix = "raise the topic's max.message.bytes or make the record smaller"
 	}
-	return out + "; " + fix
+	if e.Cause == nil {
+		return out + "; " + fix + ", or set Config.OnOutputError to SkipBadRecord (drop the record) or DeadLetterBadRecord " +
+			"(write its input record to Config.DeadLetterTopic) to go on without it"
+	}
+	return out + "; " + fix + " (Config.OnOutputError's SkipBadRecord and DeadLetterBadRecord apply to the records eddy finds too large " +
+		"before sending them: with Producer.Compression off and the DescribeConfigs ACL on the topic)"
 }
 
 func (e *OutputError) Unwrap() error {

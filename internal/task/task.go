@@ -83,7 +83,12 @@ type Config struct {
 	Now func() time.Time
 
 	OnDeserializationError ErrorPolicy
-	DeadLetterTopic        string // required with DeadLetter
+	// OnOutputError is what happens to an output record that can never be written (the
+	// Collector's Send returns an *OutputError): Fail returns the error, Skip drops the
+	// record, DeadLetter writes the input record being processed to DeadLetterTopic
+	// (once per input record) and drops the output record.
+	OnOutputError   ErrorPolicy
+	DeadLetterTopic string // required with DeadLetter
 	// OnBadRecord is told of every skipped or dead-lettered record (for metrics).
 	OnBadRecord func(policy ErrorPolicy, rec graph.RawRecord, err error)
 }
@@ -110,9 +115,13 @@ type Task struct {
 	streamTime time.Time
 	// partitionTimes are the largest timestamps extracted per source topic, for the
 	// sources' timestamp extractors (Kafka Streams' partition time).
-	partitionTimes  map[string]time.Time
-	wallTime        time.Time
-	current         *processor.RecordMetadata
+	partitionTimes map[string]time.Time
+	wallTime       time.Time
+	current        *processor.RecordMetadata
+	// input is the record being processed, as read (nil outside Process), for a
+	// dead-letter of its output's failure; inputDead says it was dead-lettered already.
+	input           *graph.RawRecord
+	inputDead       bool
 	commitRequested bool
 	punctuators     []*punctuator
 	// committedTime is the time state of the last commit, for Rollback.
@@ -139,14 +148,16 @@ func New(cfg Config) (*Task, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	switch cfg.OnDeserializationError {
-	case Fail, Skip:
-	case DeadLetter:
-		if cfg.DeadLetterTopic == "" {
-			return nil, fmt.Errorf("task %s: the DeadLetter policy needs a dead-letter topic", cfg.ID)
+	for _, p := range []ErrorPolicy{cfg.OnDeserializationError, cfg.OnOutputError} {
+		switch p {
+		case Fail, Skip:
+		case DeadLetter:
+			if cfg.DeadLetterTopic == "" {
+				return nil, fmt.Errorf("task %s: the DeadLetter policy needs a dead-letter topic", cfg.ID)
+			}
+		default:
+			return nil, fmt.Errorf("task %s: unknown error policy %d", cfg.ID, p)
 		}
-	default:
-		return nil, fmt.Errorf("task %s: unknown deserialization error policy %d", cfg.ID, cfg.OnDeserializationError)
 	}
 	caches, times := cache.NewRegistry(), &timestate.Registry{}
 	var sinkNodes []sinktxn.Node
@@ -374,6 +385,8 @@ func (t *Task) Process(rec graph.RawRecord) error {
 	}
 	md := processor.RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 	t.current = &md
+	t.input, t.inputDead = &rec, false
+	defer func() { t.input = nil }()
 	// The source stamps the record's (extracted) timestamp on the task (Stamp) before
 	// forwarding it; a record that cannot be read, or whose extracted timestamp is
 	// negative, reaches no processor and, as in Kafka Streams, moves no time.
@@ -419,29 +432,72 @@ func (t *Task) badRecord(rec graph.RawRecord, de *graph.DeserializationError) er
 		t.logger.Warn("skipping a record that cannot be deserialized",
 			"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "node", de.Node, "error", de.Err)
 	case DeadLetter:
-		dlq := t.cfg.DeadLetterTopic
-		n, err := t.cfg.Collector.Partitions(dlq)
-		if err != nil {
-			return fmt.Errorf("dead-letter topic %q: %w", dlq, err)
+		if err := t.deadLetter(rec, de.Node, de); err != nil {
+			return err
 		}
-		headers := append(slices.Clone(rec.Headers),
-			processor.Header{Key: HeaderDLQTopic, Value: []byte(rec.Topic)},
-			processor.Header{Key: HeaderDLQPartition, Value: fmt.Appendf(nil, "%d", rec.Partition)},
-			processor.Header{Key: HeaderDLQOffset, Value: fmt.Appendf(nil, "%d", rec.Offset)},
-			processor.Header{Key: HeaderDLQNode, Value: []byte(de.Node)},
-			processor.Header{Key: HeaderDLQTask, Value: []byte(t.cfg.ID.String())},
-			processor.Header{Key: HeaderDLQError, Value: []byte(de.Error())},
-		)
-		if err := t.cfg.Collector.Send(dlq, rec.Partition%n, rec.Key, rec.Value, headers, rec.Timestamp); err != nil {
-			return fmt.Errorf("dead-letter topic %q: %w", dlq, err)
-		}
-		t.logger.Warn("sent a record that cannot be deserialized to the dead-letter topic", "dlq", dlq,
+		t.logger.Warn("sent a record that cannot be deserialized to the dead-letter topic", "dlq", t.cfg.DeadLetterTopic,
 			"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "node", de.Node, "error", de.Err)
 	default:
 		return de
 	}
 	if t.cfg.OnBadRecord != nil {
 		t.cfg.OnBadRecord(t.cfg.OnDeserializationError, rec, de)
+	}
+	return nil
+}
+
+// deadLetter writes rec, as it was read, to the dead-letter topic with its origin, the
+// node and the error in headers, into the open transaction.
+func (t *Task) deadLetter(rec graph.RawRecord, node string, cause error) error {
+	dlq := t.cfg.DeadLetterTopic
+	n, err := t.cfg.Collector.Partitions(dlq)
+	if err != nil {
+		return fmt.Errorf("dead-letter topic %q: %w", dlq, err)
+	}
+	headers := append(slices.Clone(rec.Headers),
+		processor.Header{Key: HeaderDLQTopic, Value: []byte(rec.Topic)},
+		processor.Header{Key: HeaderDLQPartition, Value: fmt.Appendf(nil, "%d", rec.Partition)},
+		processor.Header{Key: HeaderDLQOffset, Value: fmt.Appendf(nil, "%d", rec.Offset)},
+		processor.Header{Key: HeaderDLQNode, Value: []byte(node)},
+		processor.Header{Key: HeaderDLQTask, Value: []byte(t.cfg.ID.String())},
+		processor.Header{Key: HeaderDLQError, Value: []byte(cause.Error())},
+	)
+	if err := t.cfg.Collector.Send(dlq, rec.Partition%n, rec.Key, rec.Value, headers, rec.Timestamp); err != nil {
+		return fmt.Errorf("dead-letter topic %q: %w", dlq, err)
+	}
+	return nil
+}
+
+// outputFailed applies Config.OnOutputError to an output record of node that can never
+// be written; it returns the error to stop with, or nil to go on without the record.
+func (t *Task) outputFailed(node string, oe *OutputError) error {
+	in := t.input
+	switch t.cfg.OnOutputError {
+	case Skip:
+	case DeadLetter:
+		if in == nil {
+			break // no input record to write: the output record is dropped
+		}
+		if !t.inputDead {
+			if err := t.deadLetter(*in, node, oe); err != nil {
+				return err
+			}
+			t.inputDead = true
+		}
+	default:
+		return oe
+	}
+	action, policy := "skipping an output record that can never be written", Skip
+	if t.cfg.OnOutputError == DeadLetter && in != nil {
+		action, policy = "sent the input record of an output record that can never be written to the dead-letter topic", DeadLetter
+	}
+	t.logger.Warn(action, "dlq", t.cfg.DeadLetterTopic, "node", node, "output_topic", oe.Topic, "size", oe.Size, "limit", oe.Limit, "error", oe)
+	if t.cfg.OnBadRecord != nil {
+		rec := graph.RawRecord{Topic: oe.Topic}
+		if in != nil {
+			rec = *in
+		}
+		t.cfg.OnBadRecord(policy, rec, oe)
 	}
 	return nil
 }
@@ -545,7 +601,23 @@ func (t *Task) Send(topic string, p int32, key, value []byte, headers []processo
 			p = partition.ForKey(key, n)
 		}
 	}
-	return t.cfg.Collector.Send(topic, p, key, value, headers, ts)
+	err := t.cfg.Collector.Send(topic, p, key, value, headers, ts)
+	var oe *OutputError
+	if err != nil && errors.As(err, &oe) {
+		return t.outputFailed(t.sinkOf(topic), oe)
+	}
+	return err
+}
+
+// sinkOf names the sink node of the sub-topology that writes to topic, for the
+// dead-letter headers and the log.
+func (t *Task) sinkOf(topic string) string {
+	for _, n := range t.cfg.Subtopology.Nodes {
+		if n.Kind == graph.Sink && slices.Contains(n.TopicNames(t.cfg.ApplicationID), topic) {
+			return n.Name
+		}
+	}
+	return "sink to " + topic
 }
 
 func (t *Task) Partitions(topic string) (int32, error) { return t.cfg.Collector.Partitions(topic) }
