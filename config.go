@@ -146,8 +146,18 @@ type Config struct {
 	// only the broker gives (with Producer.Compression set, without that ACL, a record
 	// refused as invalid) stops the application whatever the policy
 	// (docs/operations.md, "When a record cannot be written").
-	OnOutputError   BadRecordPolicy
-	DeadLetterTopic string
+	OnOutputError BadRecordPolicy
+	// OnProcessingError: what to do with an input record whose processing failed in a
+	// processor's code, an error it returned or a panic (Kafka Streams'
+	// ProcessingExceptionHandler, KIP-1033). FailOnBadRecord (the default) stops the
+	// application with a ProcessError naming the task, the node and the record;
+	// SkipBadRecord goes on with the next record, with a warning and a metric;
+	// DeadLetterBadRecord writes the record as read to DeadLetterTopic (headers: origin,
+	// node, error) in the task's transaction and goes on. What the record did before
+	// the failure (records forwarded, stores written) stays. Errors of sinks, of the
+	// producer and of punctuators always stop the application.
+	OnProcessingError BadRecordPolicy
+	DeadLetterTopic   string
 	// MaxTaskIdle is how long a task whose input partitions are not all buffered waits
 	// for a record on an empty one before it processes the others past it, so that a
 	// join or window over two topics sees their records in timestamp order (Kafka
@@ -258,7 +268,7 @@ func (c Config) withDefaults() (Config, error) {
 	for _, p := range []struct {
 		name   string
 		policy BadRecordPolicy
-	}{{"OnBadRecord", c.OnBadRecord}, {"OnOutputError", c.OnOutputError}} {
+	}{{"OnBadRecord", c.OnBadRecord}, {"OnOutputError", c.OnOutputError}, {"OnProcessingError", c.OnProcessingError}} {
 		switch p.policy {
 		case FailOnBadRecord, SkipBadRecord:
 		case DeadLetterBadRecord:
@@ -463,7 +473,7 @@ func fetchSize(n int) int32 {
 
 // deadLettering reports whether a policy writes records to DeadLetterTopic.
 func (c *Config) deadLettering() bool {
-	return c.OnBadRecord == DeadLetterBadRecord || c.OnOutputError == DeadLetterBadRecord
+	return c.OnBadRecord == DeadLetterBadRecord || c.OnOutputError == DeadLetterBadRecord || c.OnProcessingError == DeadLetterBadRecord
 }
 
 // taskPolicy is a BadRecordPolicy as the task engine knows it.

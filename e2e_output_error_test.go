@@ -191,3 +191,65 @@ func waitExit(in *instance, timeout time.Duration) (error, bool) {
 	}
 	return nil, false
 }
+
+// TestProcessingErrorDeadLetter: under Config.OnProcessingError DeadLetterBadRecord a
+// record whose processor returned an error, and one whose processor panicked, go to the
+// dead-letter topic as read, with the node and the error, in the task's transaction;
+// the records around them are processed. Kills the mutant "policy ignored" (the
+// application stops with the ProcessError).
+func TestProcessingErrorDeadLetter(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx := ctxT(t)
+		in, out, dlq := c.Unique("in"), c.Unique("out"), c.Unique("dlq")
+		for _, topic := range []string{in, out, dlq} {
+			if err := c.CreateTopic(ctx, topic, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.ProduceToPartition(ctx, in, 0, int64Msg("a", 1), int64Msg("b", 13), int64Msg("p", 7), int64Msg("c", 3)); err != nil {
+			t.Fatal(err)
+		}
+		topo := valueTopology(t, in, out, func(v int64) error {
+			switch v {
+			case 13:
+				return errors.New("13 is unlucky")
+			case 7:
+				var m map[string]int
+				m["x"]++ // a nil-map write: a runtime panic in user code
+			}
+			return nil
+		})
+		inst := start(t, topo, eddy.Config{ApplicationID: c.Unique("perr"), Brokers: c.Addrs(), StateDir: t.TempDir(),
+			OnProcessingError: eddy.DeadLetterBadRecord, DeadLetterTopic: dlq})
+		var outs, dead []*sarama.ConsumerMessage
+		waitFor(t, time.Minute, "the output and the dead letters", func() (bool, error) {
+			if err, done := inst.exited(); done {
+				return false, fmt.Errorf("Run returned %v", err)
+			}
+			var err error
+			if outs, err = c.ReadCommitted(ctx, out); err != nil {
+				return false, err
+			}
+			dead, err = c.ReadCommitted(ctx, dlq)
+			return len(outs) >= 2 && len(dead) >= 2, err
+		})
+		if err := inst.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if len(outs) != 2 || string(outs[0].Key) != "a" || string(outs[1].Key) != "c" {
+			t.Fatalf("output: %d records, want a and c", len(outs))
+		}
+		if len(dead) != 2 || string(dead[0].Key) != "b" || string(dead[1].Key) != "p" {
+			t.Fatalf("dead letters: %d, want b and p", len(dead))
+		}
+		for i, want := range []string{"13 is unlucky", "panicked"} {
+			h := map[string]string{}
+			for _, rh := range dead[i].Headers {
+				h[string(rh.Key)] = string(rh.Value)
+			}
+			if h[eddy.HeaderDeadLetterNode] != "double" || h[eddy.HeaderDeadLetterOffset] != fmt.Sprint(i+1) || !strings.Contains(h[eddy.HeaderDeadLetterError], want) {
+				t.Errorf("dead letter %d: headers %v, want node double, offset %d, error %q", i, h, i+1, want)
+			}
+		}
+	})
+}

@@ -75,14 +75,16 @@ type taskSettings struct {
 	// before they are written (Config.StoreWriteInterval).
 	storeWriteInterval time.Duration
 	// taskTimeout bounds the retries of a task's preparation (Config.TaskTimeout).
-	taskTimeout     time.Duration
-	badRecords      task.ErrorPolicy
-	outputErrors    task.ErrorPolicy // Config.OnOutputError
-	deadLetterTopic string
-	onRestore       func(processor.TaskID, changelog.Result)
-	producer        producer.Config // without a transactional ID
-	logger          *slog.Logger
-	metrics         *metrics.Metrics
+	taskTimeout  time.Duration
+	badRecords   task.ErrorPolicy
+	outputErrors task.ErrorPolicy // Config.OnOutputError
+	// processingErrors is Config.OnProcessingError.
+	processingErrors task.ErrorPolicy
+	deadLetterTopic  string
+	onRestore        func(processor.TaskID, changelog.Result)
+	producer         producer.Config // without a transactional ID
+	logger           *slog.Logger
+	metrics          *metrics.Metrics
 	// commitSeam, if set, wraps every transaction's commit step (fault-injection
 	// tests); tasks tells the tasks whose work the transaction carries.
 	commitSeam func(tasks func() []processor.TaskID, next commitFunc) commitFunc
@@ -97,7 +99,7 @@ func (rt *runtime) taskSettings() taskSettings {
 		commitInterval:  cfg.CommitInterval, commitRecords: cfg.CommitRecords,
 		maxTaskIdle: cfg.MaxTaskIdle,
 		txnTimeout:  cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,
-		storeNoSync: cfg.StoreNoSync, storeWriteInterval: cfg.StoreWriteInterval, badRecords: taskPolicy(cfg.OnBadRecord), outputErrors: taskPolicy(cfg.OnOutputError), deadLetterTopic: cfg.DeadLetterTopic,
+		storeNoSync: cfg.StoreNoSync, storeWriteInterval: cfg.StoreWriteInterval, badRecords: taskPolicy(cfg.OnBadRecord), outputErrors: taskPolicy(cfg.OnOutputError), processingErrors: taskPolicy(cfg.OnProcessingError), deadLetterTopic: cfg.DeadLetterTopic,
 		taskTimeout: cfg.TaskTimeout,
 		onRestore:   cfg.OnRestore,
 		producer:    producer.Config{Brokers: cfg.Brokers, Sarama: rt.sc, TransactionTimeout: cfg.TransactionTimeout},

@@ -86,7 +86,10 @@ type Config struct {
 	// (default Fail: the pipe returns the error); DeadLetterTopic names the topic for
 	// DeadLetter.
 	OnDeserializationError ErrorPolicy
-	DeadLetterTopic        string
+	// OnProcessingError: what to do with a record whose processing failed in a
+	// processor's code (eddy.Config.OnProcessingError; default Fail).
+	OnProcessingError ErrorPolicy
+	DeadLetterTopic   string
 	// CommitEvery commits after every CommitEvery piped records (and what they cause)
 	// instead of after each one (0 or 1, as Kafka Streams' TopologyTestDriver); Commit
 	// commits at once. Between commits the DSL tables' record caches hold their updates
@@ -186,7 +189,7 @@ func New(topo *topology.Topology, cfg Config) (*Driver, error) {
 			ID: id, ApplicationID: cfg.ApplicationID, Graph: g, Subtopology: sub,
 			Stores: set, GlobalBackend: d.global, Collector: (*collector)(d), Logger: cfg.Logger,
 			Now:                    func() time.Time { return d.wall },
-			OnDeserializationError: cfg.OnDeserializationError, DeadLetterTopic: cfg.DeadLetterTopic,
+			OnDeserializationError: cfg.OnDeserializationError, OnProcessingError: cfg.OnProcessingError, DeadLetterTopic: cfg.DeadLetterTopic,
 		})
 		if err != nil {
 			d.Close()

@@ -58,7 +58,7 @@ func (d *Driver) Restart() error {
 			ID: id, ApplicationID: d.cfg.ApplicationID, Graph: g, Subtopology: sub,
 			Stores: set, Collector: (*collector)(d), Logger: d.cfg.Logger,
 			Now:                    func() time.Time { return d.wall },
-			OnDeserializationError: d.cfg.OnDeserializationError, DeadLetterTopic: d.cfg.DeadLetterTopic,
+			OnDeserializationError: d.cfg.OnDeserializationError, OnProcessingError: d.cfg.OnProcessingError, DeadLetterTopic: d.cfg.DeadLetterTopic,
 		})
 		if err != nil {
 			d.Close()

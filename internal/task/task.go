@@ -22,6 +22,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/timestate"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/statestore"
+	"github.com/eddy-streams/eddy/txproducer"
 )
 
 // Collector takes the records the task's sinks (and dead-letter handling) write.
@@ -87,8 +88,13 @@ type Config struct {
 	// Collector's Send returns an *OutputError): Fail returns the error, Skip drops the
 	// record, DeadLetter writes the input record being processed to DeadLetterTopic
 	// (once per input record) and drops the output record.
-	OnOutputError   ErrorPolicy
-	DeadLetterTopic string // required with DeadLetter
+	OnOutputError ErrorPolicy
+	// OnProcessingError is what happens to an input record whose processing failed in a
+	// processor's code (an error it returned, or a panic): Fail returns the
+	// *ProcessError, Skip goes on with the next record, DeadLetter writes the record to
+	// DeadLetterTopic and goes on (Kafka Streams' ProcessingExceptionHandler, KIP-1033).
+	OnProcessingError ErrorPolicy
+	DeadLetterTopic   string // required with DeadLetter
 	// OnBadRecord is told of every skipped or dead-lettered record (for metrics).
 	OnBadRecord func(policy ErrorPolicy, rec graph.RawRecord, err error)
 }
@@ -148,7 +154,7 @@ func New(cfg Config) (*Task, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	for _, p := range []ErrorPolicy{cfg.OnDeserializationError, cfg.OnOutputError} {
+	for _, p := range []ErrorPolicy{cfg.OnDeserializationError, cfg.OnOutputError, cfg.OnProcessingError} {
 		switch p {
 		case Fail, Skip:
 		case DeadLetter:
@@ -407,7 +413,9 @@ func (t *Task) Process(rec graph.RawRecord) error {
 				t.cfg.OnBadRecord(Skip, rec, err)
 			}
 		default:
-			return t.nodeError(err, &md)
+			if err := t.processingFailed(rec, err); err != nil {
+				return t.nodeError(err, &md)
+			}
 		}
 	}
 	return t.punctuate(processor.StreamTime, t.streamTime)
@@ -442,6 +450,47 @@ func (t *Task) badRecord(rec graph.RawRecord, de *graph.DeserializationError) er
 	}
 	if t.cfg.OnBadRecord != nil {
 		t.cfg.OnBadRecord(t.cfg.OnDeserializationError, rec, de)
+	}
+	return nil
+}
+
+// processingFailed applies Config.OnProcessingError to the failure of rec's processing;
+// it returns the error to stop with, or nil to go on with the next record. The policy
+// covers the errors of a processor's own code (returned, or a panic: processor.
+// ErrPanicked), named by the NodeError of a processor node. A sink's (serializer,
+// producer) and the runtime's errors, and any error while the task is closing, are
+// returned: skipping a record because its output could not be sent would lose it.
+// The record's effects before the failure (records forwarded, stores written) stay, as
+// in Kafka Streams.
+func (t *Task) processingFailed(rec graph.RawRecord, err error) error {
+	if t.cfg.OnProcessingError == Fail || t.ctx.Err() != nil {
+		return err
+	}
+	var ne *graph.NodeError
+	if !errors.As(err, &ne) {
+		return err
+	}
+	if n, ok := t.cfg.Graph.Nodes[ne.Node]; !ok || n.Kind != graph.Processor {
+		return err
+	}
+	var pe *txproducer.Error
+	var oe *OutputError
+	if errors.As(err, &pe) || errors.As(err, &oe) {
+		return err
+	}
+	switch t.cfg.OnProcessingError {
+	case Skip:
+		t.logger.Warn("skipping a record whose processing failed",
+			"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "node", ne.Node, "error", ne.Err)
+	case DeadLetter:
+		if err := t.deadLetter(rec, ne.Node, ne); err != nil {
+			return err
+		}
+		t.logger.Warn("sent a record whose processing failed to the dead-letter topic", "dlq", t.cfg.DeadLetterTopic,
+			"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "node", ne.Node, "error", ne.Err)
+	}
+	if t.cfg.OnBadRecord != nil {
+		t.cfg.OnBadRecord(t.cfg.OnProcessingError, rec, err)
 	}
 	return nil
 }

@@ -16,14 +16,27 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
-// collector records what the task sends; every topic has parts partitions.
+// collector records what the task sends; every topic has parts partitions. With fail
+// set, every Send fails with it; headers holds those of each record sent with any.
 type collector struct {
-	parts int32
-	sent  []string
+	parts   int32
+	sent    []string
+	fail    error
+	headers []map[string]string
 }
 
-func (c *collector) Send(topic string, p int32, key, value []byte, _ []processor.Header, _ time.Time) error {
+func (c *collector) Send(topic string, p int32, key, value []byte, hs []processor.Header, _ time.Time) error {
+	if c.fail != nil {
+		return c.fail
+	}
 	c.sent = append(c.sent, fmt.Sprintf("%s/%d %s=%s", topic, p, key, value))
+	if len(hs) > 0 {
+		m := map[string]string{}
+		for _, h := range hs {
+			m[h.Key] = string(h.Value)
+		}
+		c.headers = append(c.headers, m)
+	}
 	return nil
 }
 
