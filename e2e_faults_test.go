@@ -156,6 +156,12 @@ func TestBadRecordPolicies(t *testing.T) {
 				t.Fatalf("Run returned %v; want a ProcessError naming source \"numbers\" at offset 1", err)
 			}
 			t.Logf("error: %v", err)
+			// The error says the way out (issue 26: it said what happened only).
+			for _, want := range []string{"Config.OnBadRecord", "SkipBadRecord", "DeadLetterBadRecord"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not name %s: %v", want, err)
+				}
+			}
 			// Nothing past the bad record is committed: the output holds "a" only.
 			msgs, rerr := c.ReadCommitted(ctx, out)
 			if rerr != nil {
@@ -198,7 +204,7 @@ func TestProcessorErrorStopsTheApp(t *testing.T) {
 		if !errors.Is(err, unlucky) || !errors.As(err, &pe) || pe.Node != "double" || pe.Task.String() != "0_0" || pe.Record == nil || pe.Record.Offset != 1 {
 			t.Fatalf("Run returned %v; want the processor's error naming task 0_0, node \"double\", offset 1", err)
 		}
-		for _, want := range []string{"0_0", `"double"`, "offset 1", in} {
+		for _, want := range []string{"0_0", `"double"`, "offset 1", in, "Config.OnProcessingError", "SkipBadRecord"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not name %s", err, want)
 			}

@@ -26,7 +26,7 @@ func (t *taskRunner) open() error {
 	eng, err := task.New(task.Config{
 		ID: t.id, ApplicationID: t.cfg.appID, Graph: t.cfg.graph, Subtopology: t.sub,
 		Stores: set, StoresRestored: true, GlobalBackend: t.host.globalBackend(), Collector: t, Logger: t.cfg.logger,
-		OnDeserializationError: t.cfg.badRecords, OnOutputError: t.cfg.outputErrors, OnProcessingError: t.cfg.processingErrors, DeadLetterTopic: t.cfg.deadLetterTopic,
+		OnDeserializationError: t.cfg.badRecords, OnOutputError: t.cfg.outputErrors, OnProcessingError: t.cfg.processingErrors, SayWayOut: true, DeadLetterTopic: t.cfg.deadLetterTopic,
 		OnBadRecord: func(p task.ErrorPolicy, rec graph.RawRecord, _ error) {
 			action := "skipped"
 			if p == task.DeadLetter {

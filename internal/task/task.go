@@ -95,6 +95,10 @@ type Config struct {
 	// DeadLetterTopic and goes on (Kafka Streams' ProcessingExceptionHandler, KIP-1033).
 	OnProcessingError ErrorPolicy
 	DeadLetterTopic   string // required with DeadLetter
+	// SayWayOut makes a ProcessError that a policy could have gone on past name the
+	// eddy.Config setting and its choices (the runtime's tasks; the test driver's
+	// errors stay as they were).
+	SayWayOut bool
 	// OnBadRecord is told of every skipped or dead-lettered record (for metrics).
 	OnBadRecord func(policy ErrorPolicy, rec graph.RawRecord, err error)
 }
@@ -349,6 +353,8 @@ type ProcessError struct {
 	Node   string
 	Record *processor.RecordMetadata // nil in a punctuator or Init
 	Err    error
+	// wayOut says how to go on past the record, when a policy can.
+	wayOut string
 }
 
 func (e *ProcessError) Error() string {
@@ -356,8 +362,22 @@ func (e *ProcessError) Error() string {
 	if e.Record != nil {
 		where = fmt.Sprintf(" at %s/%d offset %d", e.Record.Topic, e.Record.Partition, e.Record.Offset)
 	}
-	return fmt.Sprintf("task %s, node %q%s: %v", e.Task, e.Node, where, e.Err)
+	s := fmt.Sprintf("task %s, node %q%s: %v", e.Task, e.Node, where, e.Err)
+	if e.wayOut != "" {
+		s += "; " + e.wayOut
+	}
+	return s
 }
+
+// The ways out a ProcessError names: a poison pill stopped every instance that got its
+// task, and the error said what happened but not what to do (issue 26).
+const (
+	deserializationWayOut = "every instance that gets this task stops on this record: to go on past such records set Config.OnBadRecord to " +
+		"SkipBadRecord (drop them, with a warning and a metric) or DeadLetterBadRecord (write them as read to Config.DeadLetterTopic); " +
+		"the default, FailOnBadRecord, stops here"
+	processingWayOut = "every instance that gets this task stops on this record: to go on past records a processor fails on set " +
+		"Config.OnProcessingError to SkipBadRecord or DeadLetterBadRecord (write them to Config.DeadLetterTopic); the default, FailOnBadRecord, stops here"
+)
 
 func (e *ProcessError) Unwrap() error { return e.Err }
 
@@ -372,8 +392,14 @@ func (t *Task) nodeError(err error, md *processor.RecordMetadata) error {
 	switch {
 	case errors.As(err, &ne):
 		pe.Node, pe.Err = ne.Node, ne.Err
+		if t.cfg.SayWayOut && md != nil && t.cfg.OnProcessingError == Fail && t.processingPolicyCovers(err) {
+			pe.wayOut = processingWayOut
+		}
 	case errors.As(err, &de):
 		pe.Node = de.Node
+		if t.cfg.SayWayOut && md != nil && t.cfg.OnDeserializationError == Fail {
+			pe.wayOut = deserializationWayOut
+		}
 	case errors.As(err, &pu):
 		pe.Node = pu.node
 	case errors.As(err, &ie):
@@ -463,21 +489,11 @@ func (t *Task) badRecord(rec graph.RawRecord, de *graph.DeserializationError) er
 // The record's effects before the failure (records forwarded, stores written) stay, as
 // in Kafka Streams.
 func (t *Task) processingFailed(rec graph.RawRecord, err error) error {
-	if t.cfg.OnProcessingError == Fail || t.ctx.Err() != nil {
+	if t.cfg.OnProcessingError == Fail || !t.processingPolicyCovers(err) {
 		return err
 	}
 	var ne *graph.NodeError
-	if !errors.As(err, &ne) {
-		return err
-	}
-	if n, ok := t.cfg.Graph.Nodes[ne.Node]; !ok || n.Kind != graph.Processor {
-		return err
-	}
-	var pe *txproducer.Error
-	var oe *OutputError
-	if errors.As(err, &pe) || errors.As(err, &oe) {
-		return err
-	}
+	errors.As(err, &ne)
 	switch t.cfg.OnProcessingError {
 	case Skip:
 		t.logger.Warn("skipping a record whose processing failed",
@@ -493,6 +509,25 @@ func (t *Task) processingFailed(rec graph.RawRecord, err error) error {
 		t.cfg.OnBadRecord(t.cfg.OnProcessingError, rec, err)
 	}
 	return nil
+}
+
+// processingPolicyCovers reports whether Config.OnProcessingError applies to err: an
+// error of a processor node's own code, not a sink's, the producer's or the runtime's,
+// while the task is not closing.
+func (t *Task) processingPolicyCovers(err error) bool {
+	if t.ctx.Err() != nil {
+		return false
+	}
+	var ne *graph.NodeError
+	if !errors.As(err, &ne) {
+		return false
+	}
+	if n, ok := t.cfg.Graph.Nodes[ne.Node]; !ok || n.Kind != graph.Processor {
+		return false
+	}
+	var pe *txproducer.Error
+	var oe *OutputError
+	return !errors.As(err, &pe) && !errors.As(err, &oe)
 }
 
 // deadLetter writes rec, as it was read, to the dead-letter topic with its origin, the
