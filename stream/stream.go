@@ -169,6 +169,10 @@ func (s Stream[K, V]) Merge(others []Stream[K, V], opts ...Option) Stream[K, V] 
 	parents := []string{s.node}
 	out := Stream[K, V]{b: s.b, node: name, keyChanged: s.keyChanged, sources: s.sources, keys: s.keys, values: s.values}
 	for _, o := range others {
+		if o.b != s.b {
+			s.b.fail("Merge: stream %q comes from another Builder (or is a zero Stream): merge streams of one Builder", o.node)
+			continue
+		}
 		parents = append(parents, o.node)
 		out.keyChanged = out.keyChanged || o.keyChanged
 		out.sources = append(append([]string(nil), out.sources...), o.sources...)
@@ -207,8 +211,37 @@ func repartition[K, V any](s Stream[K, V], name string, keys serde.Serde[K], val
 	return Stream[K, V]{b: s.b, node: name, sources: []string{"repartition:" + name}, keys: keys, values: values}
 }
 
-// Branches are the streams a Split made, by branch name.
-type Branches[K, V any] map[string]Stream[K, V]
+// Branches are the streams a Split made, by branch name: Get looks one up. Not a map,
+// as Kafka Streams' Map<String, KStream> is: a map's lookup of a mistyped name (the name
+// given to Branch, without the split's prefix) gave the zero Stream, whose first
+// operation was a nil-pointer panic (issue 26); Get makes it a Build error.
+type Branches[K, V any] struct {
+	b       *Builder
+	prefix  string
+	streams map[string]Stream[K, V]
+	names   []string // full names, in the order of the branches
+}
+
+// Get returns the branch named name: the split's prefix + the name given to Branch or
+// DefaultBranch (as Kafka Streams keys its map), or that name alone. An unknown name is
+// a Build error naming the branches; the stream returned then adds nodes that Build
+// reports as well, and never panics.
+func (br Branches[K, V]) Get(name string) Stream[K, V] {
+	if s, ok := br.streams[name]; ok {
+		return s
+	}
+	if s, ok := br.streams[br.prefix+name]; ok {
+		return s
+	}
+	if br.b == nil {
+		return Stream[K, V]{}
+	}
+	br.b.fail("Split: no branch %q; the branches are %q (a branch's name is the split's prefix %q + the name given to Branch)", name, br.names, br.prefix)
+	return Stream[K, V]{b: br.b, node: fmt.Sprintf("<no branch %q>", name)}
+}
+
+// Names lists the branches' full names, in the order they were added.
+func (br Branches[K, V]) Names() []string { return append([]string(nil), br.names...) }
 
 // Splitter adds branches to a Split; each record goes to the first branch whose
 // predicate it passes (Kafka Streams' BranchedKStream).
@@ -236,17 +269,30 @@ func (s Stream[K, V]) Split(opts ...Option) *Splitter[K, V] {
 	if prefix == "" {
 		prefix = node + "-"
 	}
-	return &Splitter[K, V]{s: s, node: node, prefix: prefix, out: Branches[K, V]{}}
+	return &Splitter[K, V]{s: s, node: node, prefix: prefix, out: Branches[K, V]{b: s.b, prefix: prefix, streams: map[string]Stream[K, V]{}}}
 }
 
-// Branch adds a branch of the records that pass keep (and no earlier branch).
+// Branch adds a branch of the records that pass keep (and no earlier branch). A
+// branch added after the split ended (DefaultBranch, NoDefaultBranch) is a Build error:
+// it would get no records.
 func (sp *Splitter[K, V]) Branch(name string, keep func(K, V) bool) *Splitter[K, V] {
+	if sp.done {
+		sp.s.b.fail("Split: branch %q added after the split ended (DefaultBranch or NoDefaultBranch): add every branch before", sp.prefix+name)
+		return sp
+	}
+	if keep == nil {
+		sp.s.b.fail("Split: branch %q has a nil predicate", sp.prefix+name)
+	}
 	sp.branches = append(sp.branches, branch[K, V]{name: sp.prefix + name, keep: keep})
 	return sp
 }
 
 // DefaultBranch adds the branch of the records no other branch took, and ends the split.
 func (sp *Splitter[K, V]) DefaultBranch(name string) Branches[K, V] {
+	if sp.done {
+		sp.s.b.fail("Split: default branch %q added after the split ended", sp.prefix+name)
+		return sp.out
+	}
 	sp.branches = append(sp.branches, branch[K, V]{name: sp.prefix + name, keep: func(K, V) bool { return true }})
 	return sp.NoDefaultBranch()
 }
@@ -275,7 +321,8 @@ func (sp *Splitter[K, V]) NoDefaultBranch() Branches[K, V] {
 		topology.AddProcessor(s.b.tb, name, stateless(func(ctx processor.Context[K, V], r processor.Record[K, V]) error {
 			return ctx.Forward(r)
 		}), sp.node)
-		sp.out[name] = s.with(name)
+		sp.out.streams[name] = s.with(name)
+		sp.out.names = append(sp.out.names, name)
 	}
 	return sp.out
 }

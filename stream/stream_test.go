@@ -55,9 +55,9 @@ func TestSplitMergeToExtractor(t *testing.T) {
 		Branch("a", func(_, v string) bool { return strings.HasPrefix(v, "a") }).
 		Branch("b", func(_, v string) bool { return strings.HasPrefix(v, "b") }).
 		DefaultBranch("other")
-	a := stream.MapValues(br["split-a"], func(_, v string) string { return strings.ToUpper(v) })
-	a.Merge([]stream.Stream[string, string]{br["split-b"]}).To("merged", str, str)
-	br["split-other"].To("other", str, str)
+	a := stream.MapValues(br.Get("split-a"), func(_, v string) string { return strings.ToUpper(v) })
+	a.Merge([]stream.Stream[string, string]{br.Get("b")}).To("merged", str, str) // the name without the prefix
+	br.Get("split-other").To("other", str, str)
 	h := run(t, b)
 	h.pipe("in", "k1", "apple", 1)
 	h.pipe("in", "k2", "banana", 2)

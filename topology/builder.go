@@ -151,6 +151,9 @@ func AddSource[K, V any](b *Builder, name string, keys serde.Serde[K], values se
 	if slices.Contains(topics, "") {
 		b.fail("source %q reads an empty topic name", name)
 	}
+	if keys == nil || values == nil {
+		b.fail("source %q has a nil %s serde: give it one (package serde)", name, nilSerde(keys == nil, values == nil))
+	}
 	n := &graph.Node{
 		Name: name, Kind: graph.Source, Topics: topics,
 		OutKey: reflect.TypeFor[K](), OutValue: reflect.TypeFor[V](),
@@ -197,6 +200,9 @@ func (s *SinkNode[K, V]) WithPartitioner(p Partitioner[K, V]) *SinkNode[K, V] {
 func AddSink[K, V any](b *Builder, name, topic string, keys serde.Serde[K], values serde.Serde[V], parents ...string) *SinkNode[K, V] {
 	if topic == "" {
 		b.fail("sink %q writes to an empty topic name", name)
+	}
+	if keys == nil || values == nil {
+		b.fail("sink %q has a nil %s serde: give it one (package serde)", name, nilSerde(keys == nil, values == nil))
 	}
 	n := &graph.Node{
 		Name: name, Kind: graph.Sink, Topics: []string{topic}, Parents: parents,
@@ -414,4 +420,15 @@ func (b *Builder) Copartition(topics ...string) {
 	if len(topics) > 1 {
 		b.copartition = append(b.copartition, slices.Clone(topics))
 	}
+}
+
+// nilSerde names the missing serdes: "key", "value" or "key and value".
+func nilSerde(key, value bool) string {
+	switch {
+	case key && value:
+		return "key and value"
+	case key:
+		return "key"
+	}
+	return "value"
 }

@@ -17,8 +17,8 @@ func splitMerge(opts ...stream.BuilderOption) (*topology.Topology, error) {
 		return func(_ string, v *string) bool { return v != nil && strings.HasPrefix(*v, p) }
 	}
 	br := events.Split(stream.Named("split-")).Branch("a", has("a")).Branch("b", has("b")).DefaultBranch("default")
-	upper := stream.MapValues(br["split-a"], func(_ string, v *string) *string { u := strings.ToUpper(*v); return &u })
-	upper.Merge([]stream.Stream[string, *string]{br["split-b"]}).To("merged", str, nstr)
-	br["split-default"].To("other", str, nstr)
+	upper := stream.MapValues(br.Get("split-a"), func(_ string, v *string) *string { u := strings.ToUpper(*v); return &u })
+	upper.Merge([]stream.Stream[string, *string]{br.Get("split-b")}).To("merged", str, nstr)
+	br.Get("split-default").To("other", str, nstr)
 	return b.Build()
 }
