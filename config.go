@@ -88,7 +88,9 @@ type Config struct {
 	Guarantee Guarantee
 	// CommitInterval is how often each task commits. Default 100 ms under exactly-once
 	// (it bounds the latency of output visible to read_committed readers) and 1 s under
-	// at-least-once (it bounds the records processed twice after a crash).
+	// at-least-once (it bounds the records processed twice after a crash). Under
+	// exactly-once it must be below TransactionTimeout (New refuses it otherwise: the
+	// broker would abort every transaction).
 	CommitInterval time.Duration
 	// CommitRecords makes a task commit after that many records even before
 	// CommitInterval; default 10000. It bounds the input kept in memory for replay.
@@ -346,6 +348,15 @@ func (c *Config) commitDefaults() error {
 	}
 	if c.TransactionTimeout < time.Second {
 		return configErr("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
+	}
+	// A transaction stays open from its first record to the commit, a commit interval
+	// later; the broker aborts one open longer than the transaction timeout, so with the
+	// interval at or above the timeout commits fail and are replayed for ever (issue 26:
+	// it was accepted silently).
+	if c.Guarantee == ExactlyOnce && c.CommitInterval >= c.TransactionTimeout {
+		return configErr("CommitInterval", "%v is at or above TransactionTimeout (%v): a transaction stays open for a commit interval and the broker aborts "+
+			"one open longer than the transaction timeout, so commits would fail; keep CommitInterval well below TransactionTimeout (defaults: 100 ms and 10 s)",
+			c.CommitInterval, c.TransactionTimeout)
 	}
 	if err := defaultDuration("StoreWriteInterval", &c.StoreWriteInterval, time.Second); err != nil {
 		return err

@@ -534,6 +534,13 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, CommitInterval: -time.Second}, "CommitInterval"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, OnBadRecord: eddy.DeadLetterBadRecord}, "DeadLetterTopic"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, TransactionTimeout: time.Millisecond}, "TransactionTimeout"},
+		// A commit interval at or above the transaction timeout: every transaction would be aborted by the broker.
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, CommitInterval: 10 * time.Second}, "CommitInterval"},
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, CommitInterval: 20 * time.Second, TransactionTimeout: 15 * time.Second}, "TransactionTimeout (15s)"},
+		// The three record policies share DeadLetterTopic.
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, OnOutputError: eddy.DeadLetterBadRecord}, "DeadLetterTopic"},
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, OnProcessingError: eddy.DeadLetterBadRecord}, "DeadLetterTopic"},
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, OnOutputError: 7}, "OnOutputError"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, RepartitionPurgeInterval: -time.Second}, "RepartitionPurgeInterval"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, StoreWriteInterval: -time.Second}, "StoreWriteInterval"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, TaskTimeout: -time.Second}, "TaskTimeout"},
