@@ -285,13 +285,14 @@ type windowProc[K, V, VA any] struct {
 	final    *finalEmitter[K] // OnWindowClose: emits closed windows; nil: every update
 	diff     int64            // sliding windows' time difference, ms
 	grace    int64            // sliding windows' grace, ms
+	lateLog  lateWarner
 }
 
 // late drops a record for a window that has closed, as Kafka Streams' "Skipping record
 // for expired window", counting it (eddy_dropped_records_total{reason="late"}).
 func (p *windowProc[K, V, VA]) late(r processor.Record[K, V], start, end int64, closeTime int64) {
 	p.times.Late()
-	p.ctx.Logger().Debug("dropping a late record: its window has closed",
+	p.lateLog.drop(p.ctx.Logger(), "dropping a late record: its window has closed",
 		"timestamp", r.Timestamp.UnixMilli(), "window", window.At(start, end).String(),
 		"close", closeTime, "observed_stream_time", p.observed.Get())
 }
@@ -603,6 +604,7 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 			return nil, err
 		}
 		observed := times.New(start)
+		var lateLog lateWarner
 		var fe *finalEmitter[K]
 		if final {
 			if fe, err = newFinalEmitter(ctx, times, store, w.g.keys); err != nil {
@@ -649,7 +651,7 @@ func sessionWindowed[K, V, VA any](w *SessionWindowedStream[K, V], prefix string
 			}
 			if end < closeTime {
 				times.Late()
-				ctx.Logger().Debug("dropping a late record: its session has closed",
+				lateLog.drop(ctx.Logger(), "dropping a late record: its session has closed",
 					"timestamp", ts, "session", window.At(start, end).String(), "close", closeTime, "observed_stream_time", obs)
 				return nil
 			}
