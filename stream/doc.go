@@ -85,7 +85,10 @@
 // changelogged stores written in the task's transaction, so results are exactly once
 // across crashes and aborts. docs/dsl.md ("Final results") has the details.
 //
-// Where eddy differs: a table read from a topic keeps a changelog of its own (eddy
-// restores stores from changelogs only); the record caches' byte budget is per task, not
-// per instance (see NoCaching and CacheMaxBytes); global tables are not there yet.
+// Where eddy differs: a table read from a topic restores from that topic, without a
+// changelog of its own (Kafka Streams' reuse.ktable.source.topics; WithOwnChangelog
+// gives it one); the record caches' byte budget is per task, not per instance (see
+// NoCaching and CacheMaxBytes). Global tables are there (GlobalTableFrom). Missing:
+// standby replicas and versioned stores. docs/dsl.md ("Where eddy differs from Kafka
+// Streams", "What eddy does not have") has the details.
 package stream
