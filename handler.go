@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -171,7 +172,7 @@ func (a *App) HandlerWith(opts HandlerOptions) http.Handler {
 	}
 	h.mux = mux
 	timeoutBody, _ := json.Marshal(map[string]string{"error": "request timed out; retry"})
-	return h.limited(http.TimeoutHandler(h.recovered(mux), opts.Timeout, string(timeoutBody)))
+	return h.limited(http.TimeoutHandler(h.recovered(jsonMuxErrors(mux)), opts.Timeout, string(timeoutBody)))
 }
 
 // Server returns an http.Server for the handler (HandlerWith(opts)) at addr, with the
@@ -200,6 +201,45 @@ type handler struct {
 	log    *slog.Logger
 	client *http.Client
 	mux    *http.ServeMux // the routes, which the console asks too
+	// fwdFailures rate-limits the warnings of forwards that failed: one line per query
+	// made 20 lines in 10 s while an instance was down (issue 26).
+	fwdFailures rateLimitedLog
+}
+
+// rateLimitedLog logs at most one warning per key every forwardWarnEvery, counting
+// the ones it held back.
+type rateLimitedLog struct {
+	mu   sync.Mutex
+	keys map[string]*limitedKey
+}
+
+type limitedKey struct {
+	last time.Time
+	held int
+}
+
+const forwardWarnEvery = 10 * time.Second
+
+func (l *rateLimitedLog) warn(log *slog.Logger, key, msg string, args ...any) {
+	l.mu.Lock()
+	if l.keys == nil {
+		l.keys = map[string]*limitedKey{}
+	}
+	k := l.keys[key]
+	if k == nil {
+		k = &limitedKey{}
+		l.keys[key] = k
+	}
+	now := time.Now()
+	if !k.last.IsZero() && now.Sub(k.last) < forwardWarnEvery {
+		k.held++
+		l.mu.Unlock()
+		return
+	}
+	held := k.held
+	k.last, k.held = now, 0
+	l.mu.Unlock()
+	log.Warn(msg, append(args, "held_back_since_last_warning", held)...)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -207,6 +247,50 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// jsonMuxErrors answers a request no route takes (404) or takes with another method
+// (405, with its Allow header) in JSON, as every other error answer, where ServeMux
+// writes plain text ("404 page not found") (issue 26; docs/operations.md promises JSON).
+func jsonMuxErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(&jsonErrorWriter{ResponseWriter: w, path: r.URL.Path, method: r.Method}, r)
+	})
+}
+
+// jsonErrorWriter turns ServeMux's plain-text error answer into JSON.
+type jsonErrorWriter struct {
+	http.ResponseWriter
+	path, method string
+	wrote        bool
+}
+
+func (j *jsonErrorWriter) WriteHeader(status int) {
+	if j.wrote {
+		return
+	}
+	j.wrote = true
+	msg := fmt.Sprintf("%d %s", status, http.StatusText(status))
+	switch status {
+	case http.StatusNotFound:
+		msg = fmt.Sprintf("no such route: %s; the routes are /healthz, /readyz, /topology, /metrics, /stores/{store}/keys/{key} and the window and session queries (docs/operations.md)", j.path)
+	case http.StatusMethodNotAllowed:
+		msg = fmt.Sprintf("method %s not allowed on %s; allowed: %s", j.method, j.path, j.Header().Get("Allow"))
+	}
+	j.Header().Del("Content-Length")
+	writeError(j.ResponseWriter, status, msg)
+}
+
+// Write drops ServeMux's plain-text body: WriteHeader wrote the JSON one.
+func (j *jsonErrorWriter) Write(p []byte) (int, error) {
+	if !j.wrote {
+		j.WriteHeader(http.StatusOK)
+	}
+	return len(p), nil
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
@@ -323,7 +407,7 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, owner string) 
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		h.log.Warn("forwarded query failed", "path", r.URL.Path, "owner", owner, "error", err)
+		h.fwdFailures.warn(h.log, owner, "forwarded query failed", "path", r.URL.Path, "owner", owner, "error", err)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "the instance holding the key did not answer; retry")
 		return

@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -54,8 +55,12 @@ func parseTimeParam(r *http.Request, name string, def int64) (int64, error) {
 	if text == "" {
 		return def, nil
 	}
-	if ms, err := strconv.ParseInt(text, 10, 64); err == nil {
+	ms, err := strconv.ParseInt(text, 10, 64)
+	if err == nil {
 		return ms, nil
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, &errBadParam{fmt.Sprintf("%s: %s milliseconds is out of range (a signed 64-bit count of milliseconds since the epoch)", name, text)}
 	}
 	t, err := time.Parse(time.RFC3339Nano, text)
 	if err != nil {
