@@ -253,3 +253,40 @@ func TestProcessingErrorDeadLetter(t *testing.T) {
 		}
 	})
 }
+
+// TestUserTopicCreatedJustBeforeRunIsFound: a user topic the metadata does not show yet
+// when Run starts (created a moment before, or here a moment after) is waited for, up to
+// a few seconds, instead of being reported missing at once (issue 26). A topic that
+// stays missing is still reported, naming it and the wait. Kills the mutant without
+// the wait (ErrMissingTopic at once).
+func TestUserTopicCreatedJustBeforeRunIsFound(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx := ctxT(t)
+		in, out := c.Unique("in"), c.Unique("late-out")
+		if err := c.CreateTopic(ctx, in, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ProduceToPartition(ctx, in, 0, &sarama.ProducerMessage{Key: sarama.StringEncoder("a"), Value: sarama.StringEncoder("v")}); err != nil {
+			t.Fatal(err)
+		}
+		created := make(chan error, 1)
+		go func() {
+			time.Sleep(time.Second)
+			created <- c.CreateTopic(ctx, out, 1, nil)
+		}()
+		inst := start(t, passTopology(t, in, out), eddy.Config{ApplicationID: c.Unique("late"), Brokers: c.Addrs(), StateDir: t.TempDir()})
+		if err := <-created; err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Minute, "the record in the topic created after Run", func() (bool, error) {
+			if err, done := inst.exited(); done {
+				return false, fmt.Errorf("Run returned %v", err)
+			}
+			msgs, err := c.ReadCommitted(ctx, out)
+			return len(msgs) == 1, err
+		})
+		if err := inst.stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -40,18 +40,33 @@ func (rt *runtime) prepareTopics(ctx context.Context) error {
 	if rt.cfg.deadLettering() {
 		roles[rt.cfg.DeadLetterTopic] = append(roles[rt.cfg.DeadLetterTopic], "dead-letter topic")
 	}
-	counts, err := rt.describe(ctx, keys(roles))
-	if err != nil {
-		return err
-	}
-	var missing []string
-	for _, t := range keys(roles) {
-		if _, ok := counts[t]; !ok {
-			missing = append(missing, fmt.Sprintf("%q (%s)", t, strings.Join(roles[t], ", ")))
+	// A user topic created a moment before Run may not be in the metadata the broker
+	// serves yet (issue 26: reported missing at once): ask again for up to
+	// userTopicsWait before calling it missing, as refreshCreated does for eddy's own.
+	var counts map[string]int32
+	deadline := time.Now().Add(userTopicsWait)
+	for {
+		var err error
+		if counts, err = rt.describe(ctx, keys(roles)); err != nil {
+			return err
 		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: %s; eddy does not create user topics", ErrMissingTopic, strings.Join(missing, "; "))
+		var missing []string
+		for _, t := range keys(roles) {
+			if _, ok := counts[t]; !ok {
+				missing = append(missing, fmt.Sprintf("%q (%s)", t, strings.Join(roles[t], ", ")))
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %s (still missing after %v); eddy does not create user topics: create them first", ErrMissingTopic, strings.Join(missing, "; "), userTopicsWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 
 	specs, err := planInternalTopics(rt.app.topo, appID, counts)
@@ -105,6 +120,9 @@ func refreshCreated(ctx context.Context, client sarama.Client, topics []string) 
 		}
 	}
 }
+
+// userTopicsWait bounds the wait for user topics missing from the metadata at the start.
+const userTopicsWait = 3 * time.Second
 
 // createdTopicsTimeout bounds refreshCreated.
 const createdTopicsTimeout = 30 * time.Second
