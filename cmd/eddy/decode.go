@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -24,13 +25,33 @@ type decoder struct {
 }
 
 // serdeNames lists the names --key-serde and --value-serde accept.
-const serdeNames = "string, bytes, int64, int32, float64, json"
+const serdeNames = "string, bytes, int64, int32, float64, json, and timestamped:<one of those> for the values of DSL stores"
 
 // newDecoder returns the decoder of a serde name (case-insensitive; Kafka's names Long,
 // Integer and Double work too). It decodes with the serde package's serdes, byte-
 // compatible with Kafka's Java serializers.
 func newDecoder(name string) (decoder, error) {
 	const topic = "" // stores have no topic
+	// The stores of DSL tables and aggregations hold stream.Timestamped values: 8 bytes
+	// of timestamp (milliseconds, big-endian), then the value (Kafka Streams'
+	// ValueAndTimestamp layout); printed "value@timestamp" (issue 26: they printed as
+	// hex, as no serde decoded them).
+	if inner, ok := strings.CutPrefix(strings.ToLower(name), "timestamped:"); ok {
+		d, err := newDecoder(inner)
+		if err != nil {
+			return decoder{}, err
+		}
+		return decoder{"timestamped:" + d.name, func(b []byte) (string, error) {
+			if len(b) < 8 {
+				return "", fmt.Errorf("a timestamped value needs at least 8 bytes, got %d", len(b))
+			}
+			v, err := d.decode(b[8:])
+			if err != nil {
+				return "", err
+			}
+			return v + "@" + strconv.FormatInt(int64(binary.BigEndian.Uint64(b[:8])), 10), nil
+		}}, nil
+	}
 	switch strings.ToLower(name) {
 	case "string":
 		return decoder{"string", func(b []byte) (string, error) {
