@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -172,19 +173,41 @@ func runInspect(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if target.appDir != "" {
 		report.Application = filepath.Base(filepath.Clean(target.appDir))
 	}
+	// A damaged file is one task's trouble: it is marked and the others are listed
+	// (issue 26: inspect stopped at the first damaged task and listed nothing else).
+	damaged := 0
 	for _, td := range target.tasks {
 		info, err := kvstore.InspectBolt(td.dir, kvstore.InspectOptions{LockTimeout: *lockTimeout, Verify: *verify})
-		if err != nil {
+		if err != nil && !errors.Is(err, kvstore.ErrDamaged) {
 			return fmt.Errorf("state inspect: task %s: %w", td.id, err)
+		}
+		if err != nil {
+			damaged++
+			tr := taskReport{Path: filepath.Join(td.dir, kvstore.BoltFileName), Damaged: err.Error(), Stores: []storeReport{}}
+			if target.appDir != "" {
+				tr.Task = td.id.String()
+			}
+			if fi, serr := os.Stat(tr.Path); serr == nil {
+				tr.Size, tr.DiskBytes = fi.Size(), diskBytes(fi)
+			}
+			report.Tasks = append(report.Tasks, tr)
+			continue
 		}
 		report.Tasks = append(report.Tasks, newTaskReport(td, target, info))
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
+	} else if err := report.print(stdout); err != nil {
+		return err
 	}
-	return report.print(stdout)
+	if damaged > 0 {
+		return fmt.Errorf("state inspect: %d of %d task(s) have a damaged store file; the application moves such a file aside and restores the task's stores from their changelogs when it next opens the task", damaged, len(target.tasks))
+	}
+	return nil
 }
 
 // inspectReport is the output of state inspect (--json prints it as it is).
@@ -195,9 +218,14 @@ type inspectReport struct {
 }
 
 type taskReport struct {
-	Task          string        `json:"task,omitempty"`
-	Path          string        `json:"path"`
-	Size          int64         `json:"size"`
+	Task string `json:"task,omitempty"`
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	// DiskBytes is what the file uses on disk: bbolt files are sparse, and their
+	// apparent size (Size, 16 MiB for one key) is no measure of the disk they take.
+	DiskBytes int64 `json:"disk_bytes"`
+	// Damaged is why the file cannot be read; empty when it can.
+	Damaged       string        `json:"damaged,omitempty"`
 	TxID          uint64        `json:"bbolt_txid"`
 	ClosedCleanly bool          `json:"closed_cleanly"`
 	CloseState    string        `json:"close_state"`
@@ -218,13 +246,16 @@ type storeReport struct {
 
 func newTaskReport(td taskDir, target stateTarget, info kvstore.BoltFileInfo) taskReport {
 	r := taskReport{
-		Path: info.Path, Size: info.Size, TxID: info.TxID,
+		Path: info.Path, Size: info.Size, TxID: info.TxID, DiskBytes: -1,
 		ClosedCleanly: info.Previous == kvstore.StateClean && info.Detail == "",
 		CloseState:    string(info.Previous), Detail: info.Detail,
 		Verified: info.Verified, MovedAside: info.MovedAside, Stores: []storeReport{},
 	}
 	if target.appDir != "" {
 		r.Task = td.id.String()
+	}
+	if fi, err := os.Stat(info.Path); err == nil {
+		r.DiskBytes = diskBytes(fi)
 	}
 	if !info.StateTime.IsZero() {
 		st := info.StateTime
@@ -251,7 +282,15 @@ func (r inspectReport) print(w io.Writer) error {
 		if name == "" {
 			name = t.Path
 		}
-		fmt.Fprintf(bw, "\ntask %s  %s  %s  ", name, t.Path, humanBytes(t.Size))
+		fmt.Fprintf(bw, "\ntask %s  %s  %s", name, t.Path, humanBytes(t.Size))
+		if t.DiskBytes >= 0 {
+			fmt.Fprintf(bw, " (%s on disk)", humanBytes(t.DiskBytes))
+		}
+		fmt.Fprint(bw, "  ")
+		if t.Damaged != "" {
+			fmt.Fprintf(bw, "DAMAGED: %s\n  the application moves this file aside and restores the task's stores from their changelogs when it next opens the task\n", t.Damaged)
+			continue
+		}
 		switch {
 		case t.ClosedCleanly:
 			fmt.Fprint(bw, "closed cleanly")

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eddy-streams/eddy/examples/wordcount/dsl"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topologytest"
 )
@@ -41,4 +45,39 @@ func TestStateDumpTimestampedValues(t *testing.T) {
 	if !strings.Contains(out, "hello\t2@2000\n") || !strings.Contains(out, "world\t1@1000\n") || stderr != "" {
 		t.Fatalf("dump:\n%s\nstderr: %s", out, stderr)
 	}
+}
+
+// inspect lists every task when one has a damaged file: the damaged one is marked, with
+// what the application does about it, the others are shown as before, and the command
+// fails saying how many are damaged (issue 26: it stopped at the first damaged task and
+// listed nothing else). Each task shows what its file uses on disk beside its apparent
+// size. Kills the mutants "stop at the damaged task" and "no disk usage".
+func TestStateInspectListsEveryTaskPastADamagedOne(t *testing.T) {
+	appDir := wordcountStateDir(t)
+	if err := os.WriteFile(filepath.Join(appDir, "0_0", kvstore.BoltFileName), bytes.Repeat([]byte{0x5a, 0xa5, 0x01}, 3000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(t, "state", "inspect", appDir)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 task(s) have a damaged store file") {
+		t.Errorf("inspect: %v, want an error counting the damaged task", err)
+	}
+	for _, want := range []string{"task 0_0", "DAMAGED", "moves this file aside and restores", "task 1_0", "counts", "on disk)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the listing does not say %q:\n%s", want, out)
+		}
+	}
+	out, _, _ = runCmd(t, "state", "inspect", "--json", appDir)
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Tasks) != 2 || rep.Tasks[0].Damaged == "" || rep.Tasks[1].Damaged != "" || len(rep.Tasks[1].Stores) == 0 {
+		t.Fatalf("JSON report: %+v", rep.Tasks)
+	}
+	// What its blocks take: on most file systems far below the sparse file's size, and
+	// never much above it.
+	if d := rep.Tasks[1].DiskBytes; d <= 0 || d > rep.Tasks[1].Size+64<<10 {
+		t.Errorf("task 1_0: %d bytes on disk for a file of %d", d, rep.Tasks[1].Size)
+	}
+	t.Logf("task 1_0: %d bytes, %d on disk", rep.Tasks[1].Size, rep.Tasks[1].DiskBytes)
 }
