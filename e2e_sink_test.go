@@ -338,10 +338,10 @@ func TestCleanStopLeavesNoSinkTransactionPrepared(t *testing.T) {
 	c := kafkatest.Connect(t, "embedded", b.Addrs())
 	e := newSinkEnv(t, c)
 	cfg := e.config(t, t.TempDir())
-	cfg.CommitInterval = time.Hour // only the stop commits
+	cfg.TransactionTimeout, cfg.CommitInterval = 2*time.Minute, time.Minute // only the stop commits
 	in := start(t, e.topo, cfg)
 	e.produce(t, 40)
-	time.Sleep(10 * time.Second) // processed, not committed
+	time.Sleep(8 * time.Second) // processed, not committed
 	if err := in.stop(); err != nil {
 		t.Fatal(err)
 	}
