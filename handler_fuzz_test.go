@@ -141,6 +141,26 @@ func FuzzHandler(f *testing.F) {
 		if !strings.HasPrefix(req.URL.Path, "/stores/") || req.Method != http.MethodGet {
 			return
 		}
+		if code == http.StatusOK && strings.TrimSuffix(req.URL.Path, "/") == "/stores/"+wordcount.StoreName+"/keys" {
+			// A key scan (GET /stores/{store}/keys): every entry is a counted word
+			// with its count.
+			var scan struct {
+				Store   string
+				Entries []struct {
+					Key   string
+					Value int64
+				}
+			}
+			if err := json.Unmarshal([]byte(body), &scan); err != nil || scan.Store != wordcount.StoreName {
+				t.Fatalf("%q: 200 %q: not a scan of %q: %v", raw, body, wordcount.StoreName, err)
+			}
+			for _, e := range scan.Entries {
+				if n, ok := want[e.Key]; !ok || e.Value != n {
+					t.Fatalf("%q: scan entry %+v; the count of %q is %d (counted: %v)", raw, e, e.Key, n, ok)
+				}
+			}
+			return
+		}
 		switch code {
 		case http.StatusOK:
 			var a struct {
