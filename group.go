@@ -83,6 +83,22 @@ func refused(err error) bool {
 		errors.Is(err, sarama.ErrSASLAuthenticationFailed)
 }
 
+// sessionTimeoutRefused reports whether the coordinator refused the group session
+// timeout: it must lie within the broker's group.min.session.timeout.ms and
+// group.max.session.timeout.ms (6 s and 30 min by default). Every rejoin is refused the
+// same (issue 26: it was retried every 5 s for ever).
+func sessionTimeoutRefused(err error) bool {
+	return errors.Is(err, sarama.ErrInvalidSessionTimeout)
+}
+
+// sessionTimeoutErr is the error the application stops with when
+// sessionTimeoutRefused(err).
+func (rt *runtime) sessionTimeoutErr(err error) error {
+	return fmt.Errorf("eddy: consumer group %q: the broker refuses the session timeout %v (%w): it must lie within the broker's group.min.session.timeout.ms and group.max.session.timeout.ms (6 s and 30 min by default); "+
+		"eddy's default is 10 s, so it was set by the Config.Sarama hook (Consumer.Group.Session.Timeout): change it there or the broker's range",
+		rt.cfg.ApplicationID, rt.sc.Consumer.Group.Session.Timeout, err)
+}
+
 // fencedInstance reports whether the coordinator fenced this instance's static
 // membership: another member joined with the same Config.InstanceID. Rejoining would
 // fence that one in turn, and the two would take the tasks from each other for ever;

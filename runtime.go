@@ -360,6 +360,10 @@ func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
 			rt.fail(fmt.Errorf("eddy: consumer group %q: %w", rt.cfg.ApplicationID, err))
 			return
 		}
+		if sessionTimeoutRefused(err) {
+			rt.fail(rt.sessionTimeoutErr(err))
+			return
+		}
 		if fencedInstance(err) {
 			rt.fail(rt.fencedInstanceErr(err))
 			return

@@ -208,6 +208,13 @@ func newProducer(cfg Config) (*Producer, error) {
 		if p.own {
 			_ = p.client.Close()
 		}
+		if errors.Is(err, sarama.ErrInvalidTransactionTimeout) {
+			// The broker refuses a timeout above its transaction.max.timeout.ms (or
+			// not positive); every retry is refused the same (issue 26: it was
+			// retried every 5 s for ever as an unknown outcome).
+			return nil, &txproducer.Error{Op: "init " + cfg.TransactionalID, Class: txproducer.Fatal,
+				Err: fmt.Errorf("Config.TransactionTimeout %v is refused by the broker, which allows at most its transaction.max.timeout.ms (default 15 min): lower Config.TransactionTimeout or raise the broker's setting: %w", cfg.TransactionTimeout, kafkaerr.Explain(err))}
+		}
 		return nil, classify("init "+cfg.TransactionalID, err, 0)
 	}
 	go p.drain()
