@@ -100,7 +100,17 @@ type Config struct {
 	// that instance's tasks waits for such a transaction to end before it restores them
 	// (up to this plus the broker's 10 s check and 5 s, then retries;
 	// docs/architecture.md, "Reading to the end of a partition"): give every instance
-	// of an application the same value.
+	// of an application the same value. It must not exceed the broker's
+	// transaction.max.timeout.ms (15 min by default; Run fails naming both).
+	//
+	// Its order against the group session timeout (10 s, Config.Sarama's
+	// Consumer.Group.Session.Timeout) is free, unlike in Kafka Streams, whose defaults
+	// keep the session (45 s) above the transaction timeout (10 s) so that a crashed
+	// owner's transaction is gone before its tasks move: eddy's next owner waits for
+	// such a transaction at the end of the changelogs instead, so either order is
+	// correct. A task of a crashed instance resumes after about the longer of the
+	// session timeout and the transaction timeout plus the broker's abort check (up to
+	// 10 s). New neither refuses nor warns of either order.
 	TransactionTimeout time.Duration
 	// TaskTimeout bounds how long readying a task (restoring its stores, reading its
 	// offsets record) may keep failing with errors that can pass — a broker or
