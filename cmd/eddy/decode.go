@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/eddy-streams/eddy/internal/windowkey"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -25,7 +26,7 @@ type decoder struct {
 }
 
 // serdeNames lists the names --key-serde and --value-serde accept.
-const serdeNames = "string, bytes, int64, int32, float64, json, and timestamped:<one of those> for the values of DSL stores"
+const serdeNames = "string, bytes, int64, int32, float64, json; timestamped:<one of those> for the values of DSL stores; window:<one of those> and session:<one of those> for the keys of window and session stores"
 
 // newDecoder returns the decoder of a serde name (case-insensitive; Kafka's names Long,
 // Integer and Double work too). It decodes with the serde package's serdes, byte-
@@ -50,6 +51,52 @@ func newDecoder(name string) (decoder, error) {
 				return "", err
 			}
 			return v + "@" + strconv.FormatInt(int64(binary.BigEndian.Uint64(b[:8])), 10), nil
+		}}, nil
+	}
+	// The keys of window stores are key | window start | sequence number, those of
+	// session stores key | end | start (Kafka Streams' changelog layouts,
+	// internal/windowkey); printed key@start (#seqnum when a store keeping duplicates,
+	// a stream-stream join's, numbered it) and key@start..end (issue 26: they printed as
+	// hex).
+	if inner, ok := strings.CutPrefix(strings.ToLower(name), "window:"); ok {
+		d, err := newDecoder(inner)
+		if err != nil {
+			return decoder{}, err
+		}
+		return decoder{"window:" + d.name, func(b []byte) (string, error) {
+			key, start, seq, err := windowkey.SplitWindowStore(b)
+			if err != nil {
+				return "", err
+			}
+			k, err := d.decode(key)
+			if err != nil {
+				return "", err
+			}
+			out := k + "@" + strconv.FormatInt(start, 10)
+			if seq != 0 {
+				out += "#" + strconv.FormatInt(int64(seq), 10)
+			}
+			return out, nil
+		}}, nil
+	}
+	if inner, ok := strings.CutPrefix(strings.ToLower(name), "session:"); ok {
+		d, err := newDecoder(inner)
+		if err != nil {
+			return decoder{}, err
+		}
+		return decoder{"session:" + d.name, func(b []byte) (string, error) {
+			key, start, end, err := windowkey.SplitSession(b)
+			if err != nil {
+				return "", err
+			}
+			if end < start {
+				return "", fmt.Errorf("a session key's end %d is before its start %d", end, start)
+			}
+			k, err := d.decode(key)
+			if err != nil {
+				return "", err
+			}
+			return k + "@" + strconv.FormatInt(start, 10) + ".." + strconv.FormatInt(end, 10), nil
 		}}, nil
 	}
 	switch strings.ToLower(name) {

@@ -47,8 +47,11 @@ control characters is printed Go-quoted.
 
 Files are only read. A running instance keeps its files locked: stop it first.
 
-Example:
+Examples:
   eddy state dump --value-serde int64 /var/lib/eddy/wordcount counts
+  eddy state dump --value-serde timestamped:int64 /var/lib/eddy/views counts
+  eddy state dump --key-serde window:string --value-serde timestamped:int64 /var/lib/eddy/views per-minute
+  eddy state dump --key-serde session:string --value-serde int64 /var/lib/eddy/views sessions
 `
 
 // taskDir is one task's state dir.

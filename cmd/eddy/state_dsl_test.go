@@ -12,7 +12,9 @@ import (
 	"github.com/eddy-streams/eddy/examples/wordcount/dsl"
 	"github.com/eddy-streams/eddy/internal/kvstore"
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topologytest"
+	"github.com/eddy-streams/eddy/window"
 )
 
 // The values of a DSL store (stream.Timestamped: a timestamp, then the value) decode
@@ -80,4 +82,61 @@ func TestStateInspectListsEveryTaskPastADamagedOne(t *testing.T) {
 		t.Errorf("task 1_0: %d bytes on disk for a file of %d", d, rep.Tasks[1].Size)
 	}
 	t.Logf("task 1_0: %d bytes, %d on disk", rep.Tasks[1].Size, rep.Tasks[1].DiskBytes)
+}
+
+// The keys of window and session stores decode with --key-serde window:<serde> and
+// session:<serde> as key@start and key@start..end, where they printed as hex (issue
+// 26). Kills the mutants "the window suffix not cut" (undecodable) and "a session's
+// start and end swapped".
+func TestStateDumpWindowedKeys(t *testing.T) {
+	b := stream.NewBuilder()
+	views := stream.From(b, serde.String(), serde.String(), []string{"views"})
+	g := views.GroupByKey(serde.String(), serde.String())
+	g.WindowedBy(window.Tumbling(time.Minute, time.Hour)).Count(stream.Materialized("per-minute"))
+	g.WindowedBySession(window.Sessions(10*time.Second, time.Hour)).Count(stream.Materialized("sessions"))
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	d, err := topologytest.New(topo, topologytest.Config{ApplicationID: "views", StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := topologytest.NewInputTopic(d, "views", serde.String(), serde.String())
+	for _, v := range []struct {
+		user string
+		at   int64
+	}{{"ann", 1000}, {"ann", 5000}, {"ann", 61000}, {"bob", 2000}} {
+		if err := in.PipeAt(v.user, "/home", time.UnixMilli(v.at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	appDir := filepath.Join(stateDir, "views")
+	out, stderr, err := runCmd(t, "state", "dump", "--key-serde", "window:string", "--value-serde", "timestamped:int64", appDir, "per-minute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ann@0\t2@5000\n", "ann@60000\t1@61000\n", "bob@0\t1@2000\n"} {
+		if !strings.Contains(out, want) || stderr != "" {
+			t.Errorf("window store dump: want a line %q:\n%s\nstderr: %s", want, out, stderr)
+		}
+	}
+	out, stderr, err = runCmd(t, "state", "dump", "--key-serde", "session:string", "--value-serde", "int64", appDir, "sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ann@1000..5000\t2\n", "ann@61000..61000\t1\n", "bob@2000..2000\t1\n"} {
+		if !strings.Contains(out, want) || stderr != "" {
+			t.Errorf("session store dump: want a line %q:\n%s\nstderr: %s", want, out, stderr)
+		}
+	}
+	// A plain key serde on a window store still dumps, and says why it could not decode.
+	out, stderr, err = runCmd(t, "state", "dump", "--key-serde", "window:int64", appDir, "per-minute")
+	if err != nil || !strings.Contains(stderr, "could not be decoded as window:int64") {
+		t.Errorf("window:int64 on string keys: err %v, stderr %q, out:\n%s", err, stderr, out)
+	}
 }
