@@ -91,10 +91,40 @@ func (b *Builder) fail(format string, args ...any) {
 	b.errs = append(b.errs, fmt.Errorf("%w: "+format, append([]any{topology.ErrInvalid}, args...)...))
 }
 
+// foreign reports, as a Build error, an operation's argument handle (a stream, table
+// or global table) that is not of b: a zero handle (a variable never assigned from a
+// Builder operation) or one of another Builder. A zero Table given to a join was a
+// nil-pointer panic, a zero GlobalTable a join with a store named "" that Build
+// accepted (issue 26).
+func (b *Builder) foreign(op, what, node string, of *Builder) bool {
+	switch of {
+	case b:
+		return false
+	case nil:
+		b.fail("%s: the %s is a zero %s: a variable never assigned from From, TableFrom, GlobalTableFrom or another operation of this Builder", op, what, what)
+	default:
+		b.fail("%s: the %s %q comes from another Builder: build the whole topology with one Builder", op, what, node)
+	}
+	return true
+}
+
+// unusable is the stream an operation that failed the Build returns: the nodes added
+// after it name a parent that does not exist, which Build reports too, and nothing
+// panics.
+func unusable[K, V any](b *Builder, op string) Stream[K, V] {
+	return Stream[K, V]{b: b, node: "<failed " + op + ">"}
+}
+
 // newName makes a node or store name in Kafka Streams' style: PREFIX-0000000007, the
 // number counting every name the builder generated, so names are stable as long as the
 // program builds its topology in the same order.
 func (b *Builder) newName(prefix string) string {
+	if b == nil {
+		// Every operation names its node first: on a zero handle (a Stream, Table or
+		// GlobalTable variable never assigned) there is no Builder to report to, so
+		// this is Go's nil-map case and a panic that says so (as a nil map write does).
+		panic("eddy/stream: an operation on a zero Stream or Table (a variable never assigned from From, TableFrom or another operation of a Builder): " + strings.TrimSuffix(prefix, "-"))
+	}
 	n := fmt.Sprintf("%s%010d", prefix, b.index)
 	b.index++
 	return n
@@ -102,6 +132,9 @@ func (b *Builder) newName(prefix string) string {
 
 // name returns the user's name from opts, or a generated one.
 func (b *Builder) name(o options, prefix string) string {
+	if b == nil {
+		b.newName(prefix) // the zero handle's panic
+	}
 	if o.name != "" {
 		b.index++ // as Kafka Streams: a given name still uses up an index
 		return o.name

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/fnv"
+	"strconv"
 
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
@@ -131,6 +132,10 @@ func combinedKey(fk, pk []byte) []byte {
 
 func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO, left bool, joiner func(V, *VO) VR, values serde.Serde[VR], opts []Option) Table[K, VR] {
 	b := l.b
+	l.info() // the zero Table's panic
+	if b.foreign("foreign-key join of table "+strconv.Quote(l.Name()), "Table", r.Name(), r.b) {
+		return unusableTable[K, VR](b, "foreign-key join")
+	}
 	o := collect(opts)
 	if l.t.keys == nil || l.t.values == nil || r.t.keys == nil {
 		b.fail("foreign-key join of %q with %q: the tables' key and value serdes are not known (the left table's and the right table's key serde are needed)", l.t.node, r.t.node)

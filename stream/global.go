@@ -2,6 +2,7 @@ package stream
 
 import (
 	"encoding/binary"
+	"strconv"
 	"time"
 
 	"github.com/eddy-streams/eddy/processor"
@@ -55,6 +56,9 @@ func GlobalTableFrom[K, V any](b *Builder, keys serde.Serde[K], values serde.Ser
 // record with a null value, or whose mapped key is null, is dropped (a left join keeps
 // a null mapped key with a non-null value and finds nothing for it).
 func streamGlobalJoin[K, V, KG, VG, VR any](s Stream[K, V], g GlobalTable[KG, VG], prefix string, left bool, key func(K, V) (KG, bool), joiner func(K, V, *VG) VR, opts []Option) Stream[K, VR] {
+	if s.b.foreign("join of stream "+strconv.Quote(s.node), "GlobalTable", g.store, g.b) {
+		return unusable[K, VR](s.b, "global table join")
+	}
 	name := s.b.nodeName(opts, prefix)
 	store := g.store
 	topology.AddProcessor(s.b.tb, name, supplier(func(ctx processor.Context[K, VR]) (func(processor.Record[K, V]) error, error) {

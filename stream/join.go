@@ -4,6 +4,7 @@ import (
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
+	"strconv"
 )
 
 // streamTableJoin is Kafka Streams' KStreamKTableJoinProcessor: a stream record with a
@@ -12,6 +13,9 @@ import (
 // the joiner's result keeps the stream record's key and timestamp.
 func streamTableJoin[K, V, VT, VR any](s Stream[K, V], t Table[K, VT], prefix string, left bool, joiner func(V, *VT) VR, opts []Option) Stream[K, VR] {
 	b := s.b
+	if b.foreign("join of stream "+strconv.Quote(s.node), "Table", t.Name(), t.b) {
+		return unusable[K, VR](b, "join")
+	}
 	if s.keyChanged {
 		// As Kafka Streams (KStreamImpl.doStreamTableJoin → repartitionForJoin): the
 		// stream goes through <app>-<node>-join-repartition first, so its records meet the
@@ -147,6 +151,9 @@ func nullable[V any](v V) *V {
 
 func tableTableJoin[K, VL, VR, VO any](l Table[K, VL], r Table[K, VR], kind string, modeL, modeR joinMode, j func(*VL, *VR) *VO, values serde.Serde[VO], opts []Option) Table[K, VO] {
 	b := l.b
+	if b.foreign("join of table "+strconv.Quote(l.Name()), "Table", r.Name(), r.b) {
+		return unusableTable[K, VO](b, "join")
+	}
 	o := collect(opts)
 	if kind == "" {
 		kind = "JOIN"

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/stream"
 	"github.com/eddy-streams/eddy/topology"
+	"github.com/eddy-streams/eddy/window"
 )
 
 // Every misuse of the DSL is a Build error naming it, never a panic (issue 26: a branch
@@ -37,6 +40,30 @@ func TestDSLMisuseIsABuildError(t *testing.T) {
 			other := stream.From(stream.NewBuilder(), str, str, []string{"other"})
 			stream.From(b, str, str, []string{"in"}).Merge([]stream.Stream[string, string]{other}).To("out", str, str)
 		}, []string{"Merge", "another Builder"}},
+		{"a zero Table joined", func(b *stream.Builder) {
+			var zero stream.Table[string, string]
+			stream.Join(stream.From(b, str, str, []string{"in"}), zero, func(v, t string) string { return v }).To("out", str, str)
+		}, []string{"join of stream", "zero Table", "never assigned"}},
+		{"a zero Table in a table join", func(b *stream.Builder) {
+			var zero stream.Table[string, string]
+			stream.ToStream(stream.TableJoin(stream.TableFrom(b, str, str, "t"), zero, func(a, b string) string { return a }, str)).To("out", str, serde.Nullable(str))
+		}, []string{"join of table", "zero Table"}},
+		{"a zero Table in a foreign-key join", func(b *stream.Builder) {
+			var zero stream.Table[string, string]
+			stream.ToStream(stream.ForeignKeyJoin(stream.TableFrom(b, str, str, "t"), zero, func(v string) string { return v }, func(a, b string) string { return a }, str)).To("out", str, serde.Nullable(str))
+		}, []string{"foreign-key join", "zero Table"}},
+		{"a zero Stream in a stream-stream join", func(b *stream.Builder) {
+			var zero stream.Stream[string, string]
+			stream.StreamJoin(stream.From(b, str, str, []string{"in"}), zero, func(a, b string) string { return a }, window.JoinTimeDifference(time.Second, 0), stream.JoinedWith(str, str, str)).To("out", str, str)
+		}, []string{"stream-stream join", "zero Stream"}},
+		{"a zero GlobalTable joined", func(b *stream.Builder) {
+			var zero stream.GlobalTable[string, string]
+			stream.GlobalJoin(stream.From(b, str, str, []string{"in"}), zero, func(k, v string) (string, bool) { return k, true }, func(k, v, g string) string { return v }).To("out", str, str)
+		}, []string{"zero GlobalTable"}},
+		{"a zero Stream merged", func(b *stream.Builder) {
+			var zero stream.Stream[string, string]
+			stream.From(b, str, str, []string{"in"}).Merge([]stream.Stream[string, string]{zero}).To("out", str, str)
+		}, []string{"Merge", "zero Stream"}},
 		{"a nil sink serde", func(b *stream.Builder) {
 			stream.From(b, str, str, []string{"in"}).To("out", nil, str)
 		}, []string{"sink", "nil key serde"}},
@@ -76,5 +103,39 @@ func TestDSLMisuseIsABuildError(t *testing.T) {
 	br.Get("a").To("out", str, str)
 	if _, err := b.Build(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An operation on a zero handle (a Stream or Table variable never assigned) has no
+// Builder to report to: it panics, as a write to a nil map does, with a message that
+// names the cause and the operation, where it was a bare nil-pointer dereference.
+// Kills the mutant without Builder.newName's and Table.info's checks.
+func TestOperationOnAZeroHandlePanicsSayingSo(t *testing.T) {
+	ops := map[string]func(){
+		"Stream.Filter": func() {
+			var s stream.Stream[string, string]
+			s.Filter(func(string, string) bool { return true })
+		},
+		"Stream.To": func() { var s stream.Stream[string, string]; s.To("out", str, str) },
+		"Table.Filter": func() {
+			var tb stream.Table[string, string]
+			tb.Filter(func(string, string) bool { return true })
+		},
+		"ForeignKeyJoin": func() {
+			var tb stream.Table[string, string]
+			stream.ForeignKeyJoin(tb, tb, func(v string) string { return v }, func(a, b string) string { return a }, str)
+		},
+	}
+	for name, op := range ops {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				msg, _ := r.(string)
+				if !strings.Contains(msg, "zero Stream or Table") || !strings.Contains(msg, "never assigned") {
+					t.Errorf("recovered %v; want a panic naming the zero handle", r)
+				}
+			}()
+			op()
+		})
 	}
 }

@@ -169,8 +169,7 @@ func (s Stream[K, V]) Merge(others []Stream[K, V], opts ...Option) Stream[K, V] 
 	parents := []string{s.node}
 	out := Stream[K, V]{b: s.b, node: name, keyChanged: s.keyChanged, sources: s.sources, keys: s.keys, values: s.values}
 	for _, o := range others {
-		if o.b != s.b {
-			s.b.fail("Merge: stream %q comes from another Builder (or is a zero Stream): merge streams of one Builder", o.node)
+		if s.b.foreign("Merge", "Stream", o.node, o.b) {
 			continue
 		}
 		parents = append(parents, o.node)

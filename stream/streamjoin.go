@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -450,6 +451,9 @@ func joinWindowProc[K, V any](store string) processor.Supplier[K, V, K, V] {
 // unmatched records, rightOuter r's.
 func streamStreamJoin[K, V1, V2, VR any](l Stream[K, V1], r Stream[K, V2], j func(*V1, *V2) VR, w window.JoinWindows, joined Joined[K, V1, V2], leftOuter, rightOuter bool, opts []Option) Stream[K, VR] {
 	b := l.b
+	if b.foreign("stream-stream join of "+strconv.Quote(l.node), "Stream", r.node, r.b) {
+		return unusable[K, VR](b, "stream-stream join")
+	}
 	o := collect(opts)
 	if err := w.Validate(); err != nil {
 		b.fail("stream-stream join: %v", err)

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/eddy-streams/eddy/processor"
@@ -61,8 +62,34 @@ type tableInfo[K, V any] struct {
 	extraLookup []*pendingStore
 }
 
-// Name is the graph node that forwards the table's changes, as (K, Change[V]) records.
-func (t Table[K, V]) Name() string { return t.t.node }
+// Name is the graph node that forwards the table's changes, as (K, Change[V]) records
+// ("" for the zero Table).
+func (t Table[K, V]) Name() string {
+	if t.t == nil {
+		return ""
+	}
+	return t.t.node
+}
+
+// info is t's tableInfo; on the zero Table it panics as every operation on a zero
+// handle does (Builder.newName).
+func (t Table[K, V]) info() *tableInfo[K, V] {
+	if t.t == nil {
+		t.b.newName("KTABLE")
+	}
+	return t.t
+}
+
+// unusableTable is the table an operation that failed the Build returns: like
+// unusable's stream, what is added after it names a missing parent, which Build
+// reports, and nothing panics (its lookups fail at Init, which Build's error prevents).
+func unusableTable[K, V any](b *Builder, op string) Table[K, V] {
+	return Table[K, V]{b: b, t: &tableInfo[K, V]{node: "<failed " + op + ">",
+		enableOld: func(bool) bool { return true },
+		getter: func(processor.StoreProvider) (getterFunc[K, V], error) {
+			return nil, fmt.Errorf("%w: the table of a failed %s", topology.ErrInvalid, op)
+		}}}
+}
 
 // StoreName is the name of the table's store, or "" when it has none so far (a Filter
 // or MapValues without Materialized reads through its parent; a source table gets one
@@ -329,7 +356,7 @@ func tableOp[K, V, V2 any](t Table[K, V], prefix string, opts []Option, values s
 // Filter keeps the values for which keep returns true; a value it drops deletes its
 // key downstream (Kafka Streams forwards a tombstone).
 func (t Table[K, V]) Filter(keep func(K, V) bool, opts ...Option) Table[K, V] {
-	return tableOp(t, "KTABLE-FILTER-", opts, t.t.values, func(k K, v *V) *V {
+	return tableOp(t, "KTABLE-FILTER-", opts, t.info().values, func(k K, v *V) *V {
 		if v == nil || !keep(k, *v) {
 			return nil
 		}
