@@ -290,3 +290,48 @@ func TestUserTopicCreatedJustBeforeRunIsFound(t *testing.T) {
 		}
 	})
 }
+
+// TestSmallRecordsFillBatchesWithinTheTopicsLimit: records that each fit an output
+// topic's max.message.bytes (173 bytes against 2000) all get out. sarama batches a
+// partition's records up to its Producer.MaxMessageBytes (1 MB), so 2000 of them sent
+// in one go made batches the topic refused (MESSAGE_TOO_LARGE), and the application
+// stopped with an OutputRecordError naming a record within the limit, on both brokers
+// (found while closing issue 26). Kills the mutant "SendFrom without the batch limit".
+func TestSmallRecordsFillBatchesWithinTheTopicsLimit(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx := ctxT(t)
+		in, out := c.Unique("in"), c.Unique("out")
+		if err := c.CreateTopic(ctx, in, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CreateTopic(ctx, out, 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
+			t.Fatal(err)
+		}
+		const n = 2000
+		msgs := make([]*sarama.ProducerMessage, n)
+		for i := range msgs {
+			msgs[i] = &sarama.ProducerMessage{Key: sarama.StringEncoder(fmt.Sprint(i)), Value: sarama.StringEncoder(strings.Repeat("x", 150))}
+		}
+		if err := c.ProduceToPartition(ctx, in, 0, msgs...); err != nil {
+			t.Fatal(err)
+		}
+		inst := start(t, passTopology(t, in, out), eddy.Config{ApplicationID: c.Unique("batches"), Brokers: c.Addrs(), StateDir: t.TempDir()})
+		var got []*sarama.ConsumerMessage
+		waitFor(t, time.Minute, "every record in the output topic", func() (bool, error) {
+			if err, done := inst.exited(); done {
+				return false, fmt.Errorf("the application stopped: %v", err)
+			}
+			var err error
+			got, err = c.ReadCommitted(ctx, out)
+			return len(got) >= n, err
+		})
+		for i, m := range got {
+			if string(m.Key) != fmt.Sprint(i) {
+				t.Fatalf("output record %d has key %q, want %d (in order, each once)", i, m.Key, i)
+			}
+		}
+		if len(got) != n {
+			t.Fatalf("%d output records, want %d", len(got), n)
+		}
+	})
+}

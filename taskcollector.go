@@ -37,7 +37,8 @@ func (t *taskRunner) Send(topic string, partition int32, key, value []byte, head
 	// is sent: found here, before it is sent, it is Config.OnOutputError's to handle
 	// (the task engine applies it), and the records ahead of it in the transaction go
 	// on. Sent, it would fail the whole transaction (producer.Permanent).
-	if limit := t.outputLimit(topic); limit > 0 {
+	limit := t.outputLimit(topic)
+	if limit > 0 {
 		if size := producer.RecordBatchSize(key, value, hs); size > limit {
 			oe := &task.OutputError{Topic: topic, Partition: partition, Size: size, Limit: limit}
 			if ok {
@@ -52,7 +53,9 @@ func (t *taskRunner) Send(topic string, partition int32, key, value []byte, head
 	if ok {
 		origin = &producer.Origin{Topic: md.Topic, Partition: md.Partition, Offset: md.Offset}
 	}
-	return t.txn.producer.SendFrom(t.life, origin, topic, partition, key, value, hs, ts)
+	// Within the limit, the producer keeps the batches it makes for the topic within it
+	// too (SendWithin).
+	return t.txn.producer.SendWithin(t.life, limit, origin, topic, partition, key, value, hs, ts)
 }
 
 // outputLimit is the max.message.bytes of an output topic, 0 when eddy does not check

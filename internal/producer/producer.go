@@ -58,6 +58,10 @@ type Producer struct {
 	idle    chan struct{} // closed while pending == 0
 	errs    []error
 	offsets map[topicPartition]int64 // highest acknowledged offset per partition
+	// unsettled is, per partition, the bytes of the records sent with a batch limit
+	// (SendWithin) and not yet acknowledged or failed: what sarama may still put into
+	// one record batch.
+	unsettled map[topicPartition]int
 
 	drained chan struct{}
 	closed  bool
@@ -190,7 +194,7 @@ func (c *Creator) Close() {
 
 func newProducer(cfg Config) (*Producer, error) {
 	sc := SaramaConfig(cfg.Sarama, cfg.TransactionalID, cfg.TransactionTimeout)
-	p := &Producer{txnID: cfg.TransactionalID, offsets: map[topicPartition]int64{}, drained: make(chan struct{})}
+	p := &Producer{txnID: cfg.TransactionalID, offsets: map[topicPartition]int64{}, unsettled: map[topicPartition]int{}, drained: make(chan struct{})}
 	p.idle = make(chan struct{})
 	close(p.idle)
 	var err error
@@ -237,6 +241,7 @@ func (p *Producer) drain() {
 			if old, ok := p.offsets[tp]; !ok || m.Offset > old {
 				p.offsets[tp] = m.Offset
 			}
+			p.settle(m)
 			p.done()
 			p.mu.Unlock()
 		case e, ok := <-errs:
@@ -248,10 +253,22 @@ func (p *Producer) drain() {
 			err := e.Err
 			if e.Msg != nil {
 				err = recordError(e.Msg, e.Err)
+				p.settle(e.Msg)
 			}
 			p.errs = append(p.errs, err)
 			p.done()
 			p.mu.Unlock()
+		}
+	}
+}
+
+// settle takes a record sent with a batch limit off its partition's unsettled bytes;
+// p.mu is held.
+func (p *Producer) settle(m *sarama.ProducerMessage) {
+	if s, ok := m.Metadata.(*sent); ok && s.bytes > 0 {
+		tp := topicPartition{m.Topic, m.Partition}
+		if p.unsettled[tp] -= s.bytes; p.unsettled[tp] <= 0 {
+			delete(p.unsettled, tp)
 		}
 	}
 }
@@ -305,12 +322,43 @@ func (p *Producer) Send(ctx context.Context, topic string, partition int32, key,
 // SendFrom is Send for a record that the input record origin caused: a failure of the
 // record names it (RecordError).
 func (p *Producer) SendFrom(ctx context.Context, origin *Origin, topic string, partition int32, key, value []byte, headers []sarama.RecordHeader, ts time.Time) error {
+	return p.SendWithin(ctx, 0, origin, topic, partition, key, value, headers, ts)
+}
+
+// SendWithin is SendFrom for a topic whose partitions take record batches of at most
+// batchLimit bytes (its max.message.bytes; 0: no limit known). sarama batches the
+// records of a partition up to Producer.MaxMessageBytes, one setting for every topic
+// (1 MB by default): records that each fit a topic with a smaller limit went out in a
+// batch it refused (MESSAGE_TOO_LARGE), which stopped the application (issue 26; the
+// Java producer splits such a batch and sends it again, sarama does not). So a record
+// that would take the partition's unsettled records over the limit waits until they
+// are settled, and no batch sarama makes can exceed it. A record larger than the limit
+// alone is the caller's to refuse (RecordBatchSize); sent, it goes alone.
+func (p *Producer) SendWithin(ctx context.Context, batchLimit int, origin *Origin, topic string, partition int32, key, value []byte, headers []sarama.RecordHeader, ts time.Time) error {
 	if err := p.Begin(); err != nil {
 		return err
 	}
 	msg := &sarama.ProducerMessage{Topic: topic, Partition: partition, Headers: headers, Timestamp: ts}
-	if origin != nil {
-		msg.Metadata = origin
+	meta := &sent{origin: origin}
+	msg.Metadata = meta
+	if batchLimit > 0 {
+		meta.bytes = RecordBatchSize(key, value, headers) - recordBatchOverhead + recordDeltasMax
+		tp := topicPartition{topic, partition}
+		for {
+			p.mu.Lock()
+			pending, idle := p.unsettled[tp], p.idle
+			if pending == 0 || recordBatchOverhead+pending+meta.bytes <= batchLimit {
+				p.unsettled[tp] = pending + meta.bytes
+				p.mu.Unlock()
+				break
+			}
+			p.mu.Unlock()
+			select {
+			case <-idle:
+			case <-ctx.Done():
+				return &txproducer.Error{Op: "send", Class: txproducer.Indefinite, Err: ctx.Err()}
+			}
+		}
 	}
 	if key != nil {
 		msg.Key = sarama.ByteEncoder(key)

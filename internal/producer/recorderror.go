@@ -15,6 +15,19 @@ type Origin struct {
 	Offset    int64
 }
 
+// sent is what the producer keeps with a record it sent (sarama's Metadata): the input
+// record it came from, and the bytes it counts against its partition's batch limit
+// (SendWithin; 0 when sent without one).
+type sent struct {
+	origin *Origin
+	bytes  int
+}
+
+// recordDeltasMax is what a record in a batch of several can take beyond its size
+// alone (RecordBatchSize counts a timestamp delta and an offset delta of 0): a
+// timestamp delta of up to 10 bytes of varint, an offset delta of up to 5.
+const recordDeltasMax = 9 + 4
+
 // RecordError is the broker's (or sarama's) refusal of one output record: the topic and
 // partition it was for, the size of a record batch holding it alone (what the broker
 // measures against the topic's max.message.bytes, uncompressed), and the input record
@@ -101,8 +114,8 @@ func recordError(m *sarama.ProducerMessage, err error) *RecordError {
 		return b
 	}
 	re := &RecordError{Topic: m.Topic, Partition: m.Partition, Size: RecordBatchSize(enc(m.Key), enc(m.Value), m.Headers), Err: err}
-	if o, ok := m.Metadata.(*Origin); ok {
-		re.Origin = o
+	if s, ok := m.Metadata.(*sent); ok {
+		re.Origin = s.origin
 	}
 	return re
 }

@@ -107,3 +107,50 @@ func TestPermanentRecordErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSendWithinKeepsBatchesUnderTheLimit: records that each fit a topic's
+// max.message.bytes, sent as fast as they come with timestamps years apart (the widest
+// timestamp deltas a batch can hold), all go through SendWithin and commit: no batch
+// sarama makes exceeds the limit. Sent with SendFrom they go out in batches the
+// broker refuses. Kills the mutants "no wait" and "the timestamp delta not counted"
+// (recordDeltasMax 0: a batch over the limit).
+func TestSendWithinKeepsBatchesUnderTheLimit(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const limit = 2000
+		topic := c.Unique("limited")
+		if err := c.CreateTopic(ctx, topic, 1, map[string]string{"max.message.bytes": fmt.Sprint(limit)}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := producer.New(ctx, producer.Config{Brokers: c.Addrs(), Sarama: kafkatest.NewSaramaConfig(), TransactionalID: c.Unique("txn")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		send := func(within bool) error {
+			for i := range 300 {
+				ts := time.UnixMilli(int64(i%2) * 40 * 365 * 24 * time.Hour.Milliseconds()) // 1970 and 2010
+				value := make([]byte, 40+i%7)
+				var err error
+				if within {
+					err = p.SendWithin(ctx, limit, nil, topic, 0, []byte(fmt.Sprint(i)), value, nil, ts)
+				} else {
+					err = p.SendFrom(ctx, nil, topic, 0, []byte(fmt.Sprint(i)), value, nil, ts)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return p.Commit(ctx, nil, nil)
+		}
+		if err := send(true); err != nil {
+			t.Fatalf("SendWithin: %v", err)
+		}
+		// The control: without the limit the same records make a batch the broker
+		// refuses, so the test sees what it guards against.
+		if err := send(false); !errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+			t.Fatalf("SendFrom of the same records: %v, want MESSAGE_TOO_LARGE (else the test shows nothing)", err)
+		}
+	})
+}

@@ -39,8 +39,10 @@ func (e *OutputError) Error() string {
 	case e.Limit > 0 && e.Size > e.Limit:
 		why = fmt.Sprintf("is %d bytes, over the topic's max.message.bytes (%d): the broker can never take it", e.Size, e.Limit)
 	case e.Limit > 0:
-		why = fmt.Sprintf("is %d bytes, within the topic's max.message.bytes (%d), yet the broker refused it: the producer batches records up to "+
-			"Producer.MaxMessageBytes (Config.Sarama), which must not exceed the topic's limit", e.Size, e.Limit)
+		// eddy keeps uncompressed batches within the limit (producer.SendWithin); with
+		// compression on it does not check, and a batch can still exceed it.
+		why = fmt.Sprintf("is %d bytes, within the topic's max.message.bytes (%d), yet the broker refused it: with Producer.Compression on (Config.Sarama) "+
+			"the producer batches records up to Producer.MaxMessageBytes, which must then not exceed the topic's limit", e.Size, e.Limit)
 	default:
 		why = fmt.Sprintf("(%d bytes) was refused by the broker, and would be again on every retry", e.Size)
 	}
