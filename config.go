@@ -154,10 +154,11 @@ type Config struct {
 	// input record, and drops the output record. A record without an input record (a
 	// punctuator's) is dropped under DeadLetterBadRecord. eddy sees a record is too large
 	// before sending it (it reads the topic's max.message.bytes, which needs the
-	// DescribeConfigs ACL on the topic, and compares the uncompressed size); a refusal
+	// DescribeConfigs ACL on the topic, and compares the uncompressed size). A refusal
 	// only the broker gives (with Producer.Compression set, without that ACL, a record
-	// refused as invalid) stops the application whatever the policy
-	// (docs/operations.md, "When a record cannot be written").
+	// refused as invalid) aborts the transaction; under exactly-once the replay finds
+	// the record and applies the policy, under at-least-once the application stops
+	// whatever the policy (docs/operations.md, "When a record cannot be written").
 	OnOutputError BadRecordPolicy
 	// OnProcessingError: what to do with an input record whose processing failed in a
 	// processor's code, an error it returned or a panic (Kafka Streams'

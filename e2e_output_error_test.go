@@ -126,56 +126,80 @@ func TestOutputTooLargeFailsNamingTheRecord(t *testing.T) {
 // TestOutputErrorPolicies: under Config.OnOutputError SkipBadRecord the record too
 // large for its topic is dropped and the records around it are written; under
 // DeadLetterBadRecord its input record, as read, goes to the dead-letter topic with
-// its origin, the sink's name and the error in headers, in the same transaction. Kills
-// the mutants "policy ignored" (the application stops) and "dead-letter the output
-// record" (the dead letter's key and headers).
+// its origin, the sink's name and the error in headers, in the same transaction. Both
+// whether eddy finds the record too large before sending it or, with compression on
+// (eddy does not check then), the broker refuses it: the refusal aborts the
+// transaction, the batch's partition is replayed one record per batch, the refusal of
+// the batch of one names the record, and the next replay hands it to the policy (issue
+// 26: the broker's refusal stopped the application whatever the policy). Kills the
+// mutants "policy ignored" (the application stops), "dead-letter the output record"
+// (the dead letter's key and headers), "no refusal remembered" and "no isolation" (a
+// batch's refusal skips the records around the big one too, or the application stops).
 func TestOutputErrorPolicies(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
 		ctx := ctxT(t)
-		big := strings.Repeat("x", 5000)
-		for _, policy := range []eddy.BadRecordPolicy{eddy.SkipBadRecord, eddy.DeadLetterBadRecord} {
-			t.Run(map[eddy.BadRecordPolicy]string{eddy.SkipBadRecord: "skip", eddy.DeadLetterBadRecord: "dead-letter"}[policy], func(t *testing.T) {
-				e := newOutputLimitEnv(t, c, big)
-				inst := start(t, passTopology(t, e.in, e.out), eddy.Config{ApplicationID: c.Unique("pol"), Brokers: c.Addrs(), StateDir: t.TempDir(),
-					OnOutputError: policy, DeadLetterTopic: e.dlq})
-				var out []*sarama.ConsumerMessage
-				waitFor(t, time.Minute, "the small records in the output", func() (bool, error) {
-					if err, done := inst.exited(); done {
-						return false, fmt.Errorf("Run returned %v", err)
+		// Random bytes: compression does not bring them under the limit.
+		r := rand.New(rand.NewPCG(3, 4))
+		raw := make([]byte, 5000)
+		for i := range raw {
+			raw[i] = byte(r.Uint32())
+		}
+		big := string(raw)
+		for _, compressed := range []bool{false, true} {
+			for _, policy := range []eddy.BadRecordPolicy{eddy.SkipBadRecord, eddy.DeadLetterBadRecord} {
+				name := map[eddy.BadRecordPolicy]string{eddy.SkipBadRecord: "skip", eddy.DeadLetterBadRecord: "dead-letter"}[policy]
+				name += map[bool]string{false: " checked before sending", true: " refused by the broker"}[compressed]
+				t.Run(name, func(t *testing.T) {
+					e := newOutputLimitEnv(t, c, big)
+					cfg := eddy.Config{ApplicationID: c.Unique("pol"), Brokers: c.Addrs(), StateDir: t.TempDir(),
+						OnOutputError: policy, DeadLetterTopic: e.dlq}
+					if compressed {
+						cfg.Sarama = func(sc *sarama.Config) { sc.Producer.Compression = sarama.CompressionGZIP }
 					}
-					var err error
-					out, err = c.ReadCommitted(ctx, e.out)
-					return len(out) >= 2, err
-				})
-				var dead []*sarama.ConsumerMessage
-				if policy == eddy.DeadLetterBadRecord {
-					waitFor(t, time.Minute, "the dead letter", func() (bool, error) {
+					inst := start(t, passTopology(t, e.in, e.out), cfg)
+					var out []*sarama.ConsumerMessage
+					waitFor(t, time.Minute, "the small records in the output", func() (bool, error) {
+						if err, done := inst.exited(); done {
+							return false, fmt.Errorf("Run returned %v", err)
+						}
 						var err error
-						dead, err = c.ReadCommitted(ctx, e.dlq)
-						return len(dead) >= 1, err
+						out, err = c.ReadCommitted(ctx, e.out)
+						return len(out) >= 2, err
 					})
-				}
-				if err := inst.stop(); err != nil {
-					t.Fatal(err)
-				}
-				if len(out) != 2 || string(out[0].Key) != "a" || string(out[1].Key) != "c" {
-					t.Fatalf("output: %d records, want a and c", len(out))
-				}
-				if policy == eddy.SkipBadRecord {
-					return
-				}
-				if len(dead) != 1 || string(dead[0].Key) != "big" || string(dead[0].Value) != big {
-					t.Fatalf("dead letters: %d, want the input record big", len(dead))
-				}
-				h := map[string]string{}
-				for _, rh := range dead[0].Headers {
-					h[string(rh.Key)] = string(rh.Value)
-				}
-				if h[eddy.HeaderDeadLetterTopic] != e.in || h[eddy.HeaderDeadLetterOffset] != "1" || h[eddy.HeaderDeadLetterNode] != "out" ||
-					!strings.Contains(h[eddy.HeaderDeadLetterError], "max.message.bytes (2000)") {
-					t.Fatalf("dead-letter headers: %v", h)
-				}
-			})
+					var dead []*sarama.ConsumerMessage
+					if policy == eddy.DeadLetterBadRecord {
+						waitFor(t, time.Minute, "the dead letter", func() (bool, error) {
+							var err error
+							dead, err = c.ReadCommitted(ctx, e.dlq)
+							return len(dead) >= 1, err
+						})
+					}
+					if err := inst.stop(); err != nil {
+						t.Fatal(err)
+					}
+					if len(out) != 2 || string(out[0].Key) != "a" || string(out[1].Key) != "c" {
+						t.Fatalf("output: %d records, want a and c", len(out))
+					}
+					if policy == eddy.SkipBadRecord {
+						return
+					}
+					if len(dead) != 1 || string(dead[0].Key) != "big" || string(dead[0].Value) != big {
+						t.Fatalf("dead letters: %d, want the input record big", len(dead))
+					}
+					h := map[string]string{}
+					for _, rh := range dead[0].Headers {
+						h[string(rh.Key)] = string(rh.Value)
+					}
+					why := "max.message.bytes (2000)"
+					if compressed {
+						why = "refused by the broker"
+					}
+					if h[eddy.HeaderDeadLetterTopic] != e.in || h[eddy.HeaderDeadLetterOffset] != "1" || h[eddy.HeaderDeadLetterNode] != "out" ||
+						!strings.Contains(h[eddy.HeaderDeadLetterError], why) {
+						t.Fatalf("dead-letter headers: %v", h)
+					}
+				})
+			}
 		}
 	})
 }

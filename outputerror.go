@@ -59,8 +59,8 @@ func (rt *runtime) outputLimit(topic string) int {
 		}
 		rt.msgLimits[topic] = 0
 		rt.partsMu.Unlock()
-		rt.logger.Warn("cannot read an output topic's max.message.bytes: a record too large for it stops the application, whatever Config.OnOutputError says; "+
-			"grant the application DescribeConfigs on the topic", "topic", topic, "error", err)
+		rt.logger.Warn("cannot read an output topic's max.message.bytes: a record too large for it is found only by the broker's refusal, which costs rollbacks "+
+			"(and stops an at-least-once application whatever Config.OnOutputError says); grant the application DescribeConfigs on the topic", "topic", topic, "error", err)
 	}
 	return n
 }

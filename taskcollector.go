@@ -33,6 +33,11 @@ func (t *taskRunner) Send(topic string, partition int32, key, value []byte, head
 		}
 	}
 	md, ok := t.eng.RecordMetadata()
+	if ok {
+		if oe := t.refusal(md, topic, partition); oe != nil {
+			return oe // refused by the broker in an earlier attempt: the policy's
+		}
+	}
 	// A record larger than its topic's max.message.bytes is refused however often it
 	// is sent: found here, before it is sent, it is Config.OnOutputError's to handle
 	// (the task engine applies it), and the records ahead of it in the transaction go
@@ -55,6 +60,9 @@ func (t *taskRunner) Send(topic string, partition int32, key, value []byte, head
 	}
 	// Within the limit, the producer keeps the batches it makes for the topic within it
 	// too (SendWithin).
+	if t.isolated(topic, partition) {
+		limit = 1 // one record per batch: a refusal names its record
+	}
 	return t.txn.producer.SendWithin(t.life, limit, origin, topic, partition, key, value, hs, ts)
 }
 

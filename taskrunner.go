@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"context"
+	"github.com/eddy-streams/eddy/internal/producer"
 	"log/slog"
 	"slices"
 	"sync"
@@ -59,18 +60,22 @@ type taskRunner struct {
 
 	// The fields below belong to the goroutine holding runMu (txn.creator excepted:
 	// OnAssignment may create the producer before the task runs).
-	txn           *transaction // the task's own (ownTxn), or its worker's for the session
-	ownTxn        bool
-	work          work
-	eng           *task.Task
-	set           *kvstore.Set
-	initDone      bool
-	changelogs    map[string]string // store → changelog topic
-	logged        []string          // the stores whose changelog the open commit writes
-	lateReported  int64             // late records counted in eddy_dropped_records_total
-	sess          sarama.ConsumerGroupSession
-	partCounts    map[string]int32 // partition counts of output topics
-	outLimits     map[string]int   // max.message.bytes of output topics (0: not checked)
+	txn          *transaction // the task's own (ownTxn), or its worker's for the session
+	ownTxn       bool
+	work         work
+	eng          *task.Task
+	set          *kvstore.Set
+	initDone     bool
+	changelogs   map[string]string // store → changelog topic
+	logged       []string          // the stores whose changelog the open commit writes
+	lateReported int64             // late records counted in eddy_dropped_records_total
+	sess         sarama.ConsumerGroupSession
+	partCounts   map[string]int32 // partition counts of output topics
+	outLimits    map[string]int   // max.message.bytes of output topics (0: not checked)
+	// isolate and refused are what the broker's permanent refusals of output records
+	// taught the task for its replays (outputrefusal.go).
+	isolate       map[outputPartition]bool
+	refused       map[refusedOutput]*producer.RecordError
 	purgeTopics   []string         // the repartition topics the task reads
 	lastPurge     time.Time        // when it last deleted their committed records
 	trimmed       map[string]int64 // store → offset its changelog was last asked to be trimmed below

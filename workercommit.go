@@ -219,7 +219,11 @@ func (w *worker) participants() []*taskRunner {
 // last commit is consumed again, and its output may repeat.
 func (w *worker) recover(ctx context.Context, cause error) error {
 	if !recoverable(cause) {
-		return cause
+		if !w.cfg.exactlyOnce || !w.refuseOutputs(cause) {
+			return cause
+		}
+		// An output record the broker refused, for Config.OnOutputError in the replay.
+		cause = &taskError{task: w.tasks[0].id, op: "an output record refused by the broker; replaying to apply Config.OnOutputError", rec: abortTxn, err: cause}
 	}
 	if !w.cfg.exactlyOnce {
 		w.abandon()

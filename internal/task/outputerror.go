@@ -58,8 +58,8 @@ func (e *OutputError) Error() string {
 		return out + "; " + fix + ", or set Config.OnOutputError to SkipBadRecord (drop the record) or DeadLetterBadRecord " +
 			"(write its input record to Config.DeadLetterTopic) to go on without it"
 	}
-	return out + "; " + fix + " (Config.OnOutputError's SkipBadRecord and DeadLetterBadRecord apply to the records eddy finds too large " +
-		"before sending them: with Producer.Compression off and the DescribeConfigs ACL on the topic)"
+	return out + "; " + fix + ", or, under exactly-once, set Config.OnOutputError to SkipBadRecord or DeadLetterBadRecord to go on without it " +
+		"(under at-least-once they apply only to records eddy finds too large before sending them: with Producer.Compression off and the DescribeConfigs ACL on the topic)"
 }
 
 func (e *OutputError) Unwrap() error {
