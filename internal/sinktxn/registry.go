@@ -93,6 +93,7 @@ func (r *Registry) Prepare(ctx context.Context) error {
 			return fmt.Errorf("task %s: sink %s: prepare transaction %s: %w", r.task, e.node.Name, e.id, err)
 		}
 		e.prepared = true
+		fault(StepPrepared, e.id)
 	}
 	return nil
 }
@@ -100,6 +101,9 @@ func (r *Registry) Prepare(ctx context.Context) error {
 // Committed moves the open transactions, all prepared, to the ones waiting for their
 // commit: the Kafka transaction that names them committed.
 func (r *Registry) Committed() {
+	if len(r.open) > 0 {
+		fault(StepKafkaCommitted, r.open[0].id)
+	}
 	for _, e := range r.open {
 		if e.node.Guarantee == TwoPhase {
 			r.committed = append(r.committed, e)
@@ -114,6 +118,7 @@ func (r *Registry) Finish(ctx context.Context) error {
 	var errs []error
 	left := r.committed[:0]
 	for _, e := range r.committed {
+		fault(StepCommitPrepared, e.id)
 		err := e.node.Resolver.Commit(ctx, e.id)
 		switch {
 		case err == nil:
@@ -203,6 +208,7 @@ func (r *Registry) Recover(ctx context.Context, lastNonce uint64) (Recovered, er
 			return out, fmt.Errorf("task %s: sink %s: list its pending transactions: %w", r.task, n.Name, err)
 		}
 		for _, id := range ids {
+			fault(StepRecover, id)
 			if lastNonce != 0 && id.Nonce == lastNonce {
 				if err := n.Resolver.Commit(ctx, id); err != nil {
 					return out, fmt.Errorf("task %s: sink %s: commit %s, whose Kafka transaction committed: %w", r.task, n.Name, id, err)
