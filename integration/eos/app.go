@@ -153,9 +153,15 @@ func BucketKey(v int64, buckets int) string {
 // Input records have String keys and Int64 values; their timestamps are the event
 // times the windows go by. The windowed aggregation, the suppression and the join are
 // the DSL's (stream package), uncached, so every update reaches its topic.
-func Topology(n Names, buckets int, w WindowParams, finals bool, j JoinParams) (*topology.Topology, error) {
+//
+// With pg (the PostgreSQL target, pg.go), the sum, count and max updates and the final
+// results also go to its two-phase and upsert targets (finals must be set).
+func Topology(n Names, buckets int, w WindowParams, finals bool, j JoinParams, pg *PGTargets) (*topology.Topology, error) {
 	if buckets < 1 {
 		return nil, fmt.Errorf("eos: buckets %d: want at least 1", buckets)
+	}
+	if pg != nil && !finals {
+		return nil, fmt.Errorf("eos: the PostgreSQL target needs the final results (finals)")
 	}
 	if w.SizeMs < 1 || w.GraceMs < 0 {
 		return nil, fmt.Errorf("eos: windows of %d ms with %d ms grace: want a size of at least 1 ms and no negative grace", w.SizeMs, w.GraceMs)
@@ -206,8 +212,11 @@ func Topology(n Names, buckets int, w WindowParams, finals bool, j JoinParams) (
 		// Final results only: one record per window, when it closes (stream time past
 		// its end plus grace). The buffer is changelogged, so a crash neither loses
 		// nor repeats a final result.
-		stream.ToStream(agg.Suppress(stream.UntilWindowCloses(stream.Unbounded()), stream.Named("win-finals"))).
-			To(n.WinFinals, winKeys, winValues)
+		fs := stream.ToStream(agg.Suppress(stream.UntilWindowCloses(stream.Unbounded()), stream.Named("win-finals")))
+		fs.To(n.WinFinals, winKeys, winValues)
+		if pg != nil {
+			addPGSinks(b, fs, pg)
+		}
 	}
 	if j.DiffMs > 0 {
 		right := stream.From(sb, str, i64, []string{n.Right}, stream.Named("right"))

@@ -106,6 +106,8 @@ type Observed struct {
 	AckedRight []Acked
 	Joins      map[int32][]JoinRecord
 	Join       JoinParams
+	// Postgres is what the PostgreSQL target's tables hold (nil: no such target).
+	Postgres *PGObserved
 }
 
 // OffsetCommit is one committed offset as the __consumer_offsets log holds it.
@@ -160,6 +162,10 @@ type Report struct {
 	MaybeLate        int
 	FinalWindows     int
 	MaybeLateResults int
+	// PGRows counts the PostgreSQL target's rows checked; PGPrepared the prepared
+	// transactions of the application left behind (pg_prepared_xacts), an anomaly.
+	PGRows     int
+	PGPrepared int
 	// Problems describe the first anomalies of each kind.
 	Problems []string
 	counts   map[string]int
@@ -182,7 +188,7 @@ func (r *Report) problem(kind, format string, args ...any) {
 
 // OK reports whether nothing was duplicated, lost, left hanging or mismatched.
 func (r *Report) OK() bool {
-	return r.Duplicates == 0 && r.Lost == 0 && r.Hanging == 0 && r.Mismatched == 0
+	return r.Duplicates == 0 && r.Lost == 0 && r.Hanging == 0 && r.Mismatched == 0 && r.PGPrepared == 0
 }
 
 // inRef locates an input value.
@@ -223,6 +229,9 @@ func Check(o *Observed) *Report {
 	}
 	if o.Joins != nil {
 		checkJoins(o, e, r)
+	}
+	if o.Postgres != nil {
+		checkPostgres(o, e, we, r)
 	}
 	checkStores(o, e, r)
 	checkRestores(o, r)

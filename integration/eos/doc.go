@@ -49,6 +49,50 @@
 //
 //	eos-verify: records=N kills=K stops=S pauses=Z broker-restarts=B duplicates=D lost=L hanging=H mismatched=M
 //
+// # The PostgreSQL target (Config.Postgres; pg.go, harness_pg.go)
+//
+// With a PostgreSQL database, the sum, count and max updates and the final results also
+// go into PostgreSQL through package sink/pgsink, in its three modes at once: sink nodes
+// with two-phase-commit targets (one row appended per update, COPY), sink nodes with
+// idempotent-upsert targets (one row per key, per key and window), and, in every
+// instance process beside the application, a write-ahead pgsink.Pipe per output topic
+// (sums, counts, maxes, final results) reading it read_committed and appending one row
+// per record with the consumed offsets in the same transaction. Each mode has its
+// tables, <prefix>_<mode>_updates and <prefix>_<mode>_finals (PGTables).
+//
+// Faults on top of the others:
+//   - the sink faults (SinkFaultKinds), at each step of the sink protocol: the harness
+//     arms a step in a file (InstancePostgres.SinkFaultFile) and the first instance to
+//     reach it, through the runtime's fault hook (sinktxn.SetFaultHook, which only the
+//     instance processes set), logs SinkFaultMsg and kills itself with SIGKILL:
+//     kill-after-prepare (a task's two-phase transactions prepared, the Kafka
+//     transaction not committed), kill-after-kafka-commit (the Kafka transaction
+//     committed, its sink transactions still prepared, the stores not flushed),
+//     kill-before-commit-prepared (the post-commit about to COMMIT PREPARED), and
+//     kill-in-recovery (a kill after a prepare, then the recovery step armed: the
+//     instance whose task start finds that prepared transaction dies before it commits
+//     or rolls it back, and the next recovery finishes it); the victim is restarted as
+//     after a SIGKILL (its tail restore checked);
+//   - PostgresCrash (Postgres.Crashes): integration/postgres.sh crash, pg_ctl stop -m
+//     immediate and a start on the same data dir (WAL recovery; the prepared
+//     transactions survive), while the instances write.
+//
+// After the application caught up, the harness waits until the pipes' stored offsets
+// (eddy_sink_offsets) pass the last record of each topic, stops the instances, and the
+// verifier reads the tables (GatherPostgres) and checks them against the recomputation
+// from the input (checkPostgres): the two-phase and pipe tables update by update, as
+// the topics are (a duplicate, a loss, a wrong value, an update out of order per key);
+// the upsert tables key by key at the key's final aggregate; each mode's final results
+// as the final-results topic is; and pg_prepared_xacts must hold no prepared
+// transaction of the application. The line then reads
+//
+//	eos-verify: records=N kills=K stops=S pauses=Z broker-restarts=B pg-crashes=C sink-kills=F duplicates=D lost=L hanging=H mismatched=M pg-rows=R prepared-left=P
+//
+// (duplicates, lost and mismatched include the tables'), and Result.PostgresSummary
+// gives the kills by step. TestShortModePostgres runs it in CI (each sink fault, a
+// SIGKILL, a SIGSTOP past the session timeout, a PostgreSQL crash and, on real Kafka, a
+// broker kill); eos-verify -postgres-script runs it in any mode.
+//
 // and the run's work dir keeps the instances' logs (JSON lines), their state dirs, the
 // acknowledged input (acked.tsv) and the report with the first problems of each kind.
 package eos

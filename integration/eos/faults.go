@@ -62,7 +62,38 @@ const (
 	// Then the stalled instance resumes, a zombie. It needs three instances and a
 	// transaction timeout past the whole fault. Counted with the pauses and the stops.
 	MoveTwice
+
+	// The sink faults (they need Config.Postgres): an instance kills itself with
+	// SIGKILL at a step of the sink protocol (sinktxn.SetFaultHook; the first instance
+	// to reach the step after the harness armed it), and is restarted like a killed
+	// one.
+
+	// KillAfterPrepare: a task's two-phase sink transactions prepared, the Kafka
+	// transaction not committed.
+	KillAfterPrepare
+	// KillAfterKafkaCommit: the Kafka transaction committed, its sink transactions
+	// still prepared, the stores not flushed.
+	KillAfterKafkaCommit
+	// KillBeforeCommitPrepared: the post-commit about to COMMIT PREPARED (the stores
+	// flushed).
+	KillBeforeCommitPrepared
+	// KillInRecovery: first a KillAfterPrepare, then, while its prepared transaction
+	// waits for the recovery of its task, the instance that recovers it is killed
+	// before it commits or rolls it back.
+	KillInRecovery
+	// PostgresCrash stops PostgreSQL at once (pg_ctl stop -m immediate) and starts it
+	// again on its data dir (Config.Postgres.Control); like BrokerKill, not aimed at an
+	// instance.
+	PostgresCrash
 )
+
+// SinkFaultKinds are the fault kinds at the steps of the sink protocol.
+func SinkFaultKinds() []FaultKind {
+	return []FaultKind{KillAfterPrepare, KillAfterKafkaCommit, KillBeforeCommitPrepared, KillInRecovery}
+}
+
+// IsSinkFault reports whether k is one of SinkFaultKinds.
+func (k FaultKind) IsSinkFault() bool { return k >= KillAfterPrepare && k <= KillInRecovery }
 
 // ClusterFaultKinds are the fault kinds aimed at a three-broker cluster.
 func ClusterFaultKinds() []FaultKind {
@@ -100,13 +131,24 @@ func (k FaultKind) String() string {
 		return "two-brokers-down"
 	case MoveTwice:
 		return "move-twice"
+	case KillAfterPrepare:
+		return "kill-after-prepare"
+	case KillAfterKafkaCommit:
+		return "kill-after-kafka-commit"
+	case KillBeforeCommitPrepared:
+		return "kill-before-commit-prepared"
+	case KillInRecovery:
+		return "kill-in-recovery"
+	case PostgresCrash:
+		return "postgres-crash"
 	}
 	return fmt.Sprintf("FaultKind(%d)", int(k))
 }
 
 // ParseFaultKind reads a FaultKind's name.
 func ParseFaultKind(s string) (FaultKind, error) {
-	all := append([]FaultKind{Kill, Term, Pause, BrokerKill, Stall, MoveTwice}, ClusterFaultKinds()...)
+	all := append([]FaultKind{Kill, Term, Pause, BrokerKill, Stall, MoveTwice, PostgresCrash}, ClusterFaultKinds()...)
+	all = append(all, SinkFaultKinds()...)
 	names := make([]string, len(all))
 	for i, k := range all {
 		if k.String() == s {
@@ -136,7 +178,7 @@ func (f Fault) String() string {
 	if f.Kind.IsClusterFault() {
 		return fmt.Sprintf("at %v: %s (target %d), down %v", f.At.Round(time.Millisecond), f.Kind, f.Target, f.Down.Round(time.Millisecond))
 	}
-	if f.Kind == BrokerKill {
+	if f.Kind == BrokerKill || f.Kind == PostgresCrash || f.Kind.IsSinkFault() {
 		return fmt.Sprintf("at %v: %s, down %v", f.At.Round(time.Millisecond), f.Kind, f.Down.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("at %v: %s instance %d, down %v", f.At.Round(time.Millisecond), f.Kind, f.Instance, f.Down.Round(time.Millisecond))
@@ -166,6 +208,9 @@ type PlanConfig struct {
 	ClusterFaults int
 	ClusterKinds  []FaultKind
 	BrokerPause   time.Duration
+	// PostgresCrashes go on top, at random places, never first, drawn from a
+	// generator of their own.
+	PostgresCrashes int
 }
 
 // PlanFaults makes a random schedule from the seed: the same configuration always
@@ -223,6 +268,14 @@ func PlanFaults(c PlanConfig) ([]Fault, time.Duration) {
 			seq = append(seq[:i], append([]FaultKind{k}, seq[i:]...)...)
 		}
 	}
+	prng := rand.New(rand.NewPCG(c.Seed, 0x706763726173))
+	for range c.PostgresCrashes {
+		i := 0
+		if len(seq) > 0 {
+			i = 1 + prng.IntN(len(seq))
+		}
+		seq = append(seq[:i], append([]FaultKind{PostgresCrash}, seq[i:]...)...)
+	}
 	gapOf := func(r *rand.Rand) time.Duration { return c.Gap/2 + time.Duration(r.Int64N(int64(c.Gap))) }
 	gap := func() time.Duration { return gapOf(rng) }
 	out := make([]Fault, 0, len(seq))
@@ -262,10 +315,18 @@ func PlanFaults(c PlanConfig) ([]Fault, time.Duration) {
 		case BrokerKill:
 			f.Down = 2*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
 			overhead = 10 * time.Second
+		case PostgresCrash:
+			// The crash and the restart (WAL recovery) take what they take; Down is
+			// not used.
+			overhead = 3 * time.Second
+		case KillInRecovery:
+			// Two kills, the second after the task's move (a session timeout).
+			f.Down = 500*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond)))
+			overhead = c.Pause
 		default:
 			f.Down = 500*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond)))
 		}
-		if k != BrokerKill && c.Instances > 0 {
+		if k != BrokerKill && k != PostgresCrash && c.Instances > 0 {
 			f.Instance = rng.IntN(c.Instances)
 		}
 		f.After = gap()

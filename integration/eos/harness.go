@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eddy-streams/eddy/internal/kread"
 	"github.com/eddy-streams/eddy/kafkatest"
@@ -94,6 +95,12 @@ type Config struct {
 	// recomputation, is what it was: a changed grace would change which records the
 	// restarted instance drops as late, and so what the verifier expects.
 	RetentionChange time.Duration
+	// Postgres adds the PostgreSQL target (pg.go): the aggregates and final results
+	// also written through package sink/pgsink in its three modes, the sink faults
+	// (SinkFaultKinds, in FaultKinds) and Postgres.Crashes PostgresCrash faults, and
+	// the verifier's check of the tables (checkPostgres). It needs Finals and
+	// exactly-once.
+	Postgres *PostgresConfig
 	// CatchUpTimeout bounds the wait, after the last record and fault, for the
 	// application to process everything; default 3 min.
 	CatchUpTimeout time.Duration
@@ -135,15 +142,25 @@ type Result struct {
 	// DeadMembersRemoved counts the group members of dead processes that the broker
 	// kept and the harness removed (removeDeadMembers); 0 on real Kafka.
 	DeadMembersRemoved int
-	Duration           time.Duration
-	WorkDir            string
+	// PostgresCrashes counts the PostgresCrash faults; SinkKills the sink faults' kills
+	// by step (counted with the kills too); SinkFaultsMissed the armed steps no
+	// instance reached in time.
+	PostgresCrashes  int
+	SinkKills        map[string]int
+	SinkFaultsMissed int
+	Duration         time.Duration
+	WorkDir          string
 	// Observed is what the verifier read back.
 	Observed *Observed
+	postgres bool
 }
 
 // Summary is the one-line result (records: those in the input topic):
 // eos-verify: records=N kills=K stops=S pauses=Z broker-restarts=B duplicates=D lost=L hanging=H mismatched=M
-// with cluster faults, "cluster-faults=C broker-pauses=P" come after broker-restarts.
+// with cluster faults, "cluster-faults=C broker-pauses=P" come after broker-restarts;
+// with the PostgreSQL target, "pg-crashes=C sink-kills=F" after them and
+// "pg-rows=R prepared-left=P" at the end (the duplicates, lost and mismatched counts
+// include the tables').
 func (r *Result) Summary() string {
 	rep := r.Report
 	records := r.Records
@@ -160,8 +177,17 @@ func (r *Result) Summary() string {
 		}
 		cluster = fmt.Sprintf(" cluster-faults=%d broker-pauses=%d", n, r.BrokerPauses)
 	}
-	return fmt.Sprintf("eos-verify: records=%d kills=%d stops=%d pauses=%d broker-restarts=%d%s duplicates=%d lost=%d hanging=%d mismatched=%d",
-		records, r.Kills, r.Stops, r.Pauses, r.BrokerRestarts, cluster, rep.Duplicates, rep.Lost, rep.Hanging, rep.Mismatched)
+	pg, prepared := "", ""
+	if r.postgres {
+		n := 0
+		for _, c := range r.SinkKills {
+			n += c
+		}
+		pg = fmt.Sprintf(" pg-crashes=%d sink-kills=%d", r.PostgresCrashes, n)
+		prepared = fmt.Sprintf(" pg-rows=%d prepared-left=%d", rep.PGRows, rep.PGPrepared)
+	}
+	return fmt.Sprintf("eos-verify: records=%d kills=%d stops=%d pauses=%d broker-restarts=%d%s%s duplicates=%d lost=%d hanging=%d mismatched=%d%s",
+		records, r.Kills, r.Stops, r.Pauses, r.BrokerRestarts, cluster, pg, rep.Duplicates, rep.Lost, rep.Hanging, rep.Mismatched, prepared)
 }
 
 // OK reports whether the run found nothing wrong.
@@ -197,6 +223,23 @@ func (c *Config) defaults() error {
 	for _, k := range c.FaultKinds {
 		if k.IsClusterFault() || k == BrokerKill {
 			return fmt.Errorf("eos: FaultKinds: %v is not an instance fault (see ClusterFaultKinds, BrokerRestarts)", k)
+		}
+	}
+	for _, k := range c.FaultKinds {
+		if k.IsSinkFault() && c.Postgres == nil {
+			return fmt.Errorf("eos: FaultKinds: %v needs the PostgreSQL target (Postgres)", k)
+		}
+	}
+	if p := c.Postgres; p != nil {
+		switch {
+		case p.DSN == "":
+			return errors.New("eos: Postgres.DSN: required")
+		case p.Crashes > 0 && p.Control == nil:
+			return errors.New("eos: Postgres.Crashes need a Postgres.Control")
+		case !c.Finals:
+			return errors.New("eos: the PostgreSQL target needs Finals")
+		case c.AtLeastOnce:
+			return errors.New("eos: the PostgreSQL target's two-phase mode needs exactly-once")
 		}
 	}
 	if c.BrokerPause <= 0 {
@@ -244,6 +287,13 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+func (c *Config) pgCrashes() int {
+	if c.Postgres == nil {
+		return 0
+	}
+	return c.Postgres.Crashes
+}
+
 func (c *Config) txnTimeout() time.Duration {
 	if c.TransactionTimeout > 0 {
 		return c.TransactionTimeout
@@ -267,6 +317,10 @@ type harness struct {
 	// membersClient and membersChecked serve removeDeadMembers.
 	membersClient  sarama.Client
 	membersChecked time.Time
+	// pg is the harness's pool on the PostgreSQL target's database; pgTables its
+	// tables.
+	pg       *pgxpool.Pool
+	pgTables PGTables
 }
 
 // Run runs the test application in Instances processes, writes the input, injects the
@@ -302,6 +356,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		Instances: cfg.Instances, Gap: cfg.FaultGap, Pause: cfg.SessionTimeout + 2*time.Second,
 		StallMin: cfg.txnTimeout() + time.Second, StallMax: cfg.SessionTimeout - time.Second,
 		ClusterFaults: cfg.ClusterFaults, ClusterKinds: cfg.ClusterFaultKinds, BrokerPause: cfg.BrokerPause,
+		PostgresCrashes: cfg.pgCrashes(),
 	})
 	// The input keeps coming a little past the planned end: faults take longer than
 	// planned when the machine is slow.
@@ -327,6 +382,12 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 			return nil, fmt.Errorf("eos: create topic %s: %w", t, err)
 		}
 	}
+	if cfg.Postgres != nil {
+		h.res.postgres = true
+		if err := h.pgSetup(ctx); err != nil {
+			return nil, err
+		}
+	}
 	for i := range cfg.Instances {
 		in := &instance{
 			cfg: InstanceConfig{
@@ -335,7 +396,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 				CommitInterval: cfg.CommitInterval, AtLeastOnce: cfg.AtLeastOnce,
 				SessionTimeout: cfg.SessionTimeout, TransactionTimeout: cfg.TransactionTimeout,
 				ReplicationFactor: cfg.ReplicationFactor, InternalTopicConfigs: cfg.InternalTopicConfigs,
-				Debug: cfg.DebugInstances,
+				Debug: cfg.DebugInstances, Postgres: h.instancePostgres(),
 			},
 			launcher: cfg.Launcher,
 			logDir:   filepath.Join(cfg.WorkDir, "logs"),
@@ -431,6 +492,11 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	if err := h.waitCaughtUp(ctx); err != nil {
 		return nil, err
 	}
+	if h.pg != nil {
+		if err := h.waitPipes(ctx); err != nil {
+			return nil, err
+		}
+	}
 	h.stopAll()
 	if cfg.Cluster != nil {
 		h.checkReplication()
@@ -441,6 +507,11 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	o.Acked, o.AckedRight = d.acked, d.right
+	if h.pg != nil {
+		if o.Postgres, err = GatherPostgres(ctx, h.pg, h.pgTables, h.names.App); err != nil {
+			return nil, err
+		}
+	}
 	o.OperatorStarts = map[int32][]int64{}
 	for _, in := range h.instances {
 		for _, p := range in.processes() {
@@ -558,6 +629,12 @@ func (h *harness) pick(want int) *instance {
 func (h *harness) inject(ctx context.Context, f Fault) error {
 	if f.Kind.IsClusterFault() {
 		return h.injectCluster(ctx, f)
+	}
+	if f.Kind == PostgresCrash {
+		return h.crashPostgres(ctx)
+	}
+	if f.Kind.IsSinkFault() {
+		return h.injectSink(ctx, f)
 	}
 	if f.Kind == BrokerKill {
 		h.brokerDown = true
@@ -957,6 +1034,9 @@ func (h *harness) cleanup() {
 	if h.membersClient != nil {
 		_ = h.membersClient.Close()
 	}
+	if h.pg != nil {
+		defer h.pg.Close()
+	}
 	for _, in := range h.instances {
 		if p := in.proc; p != nil && !p.exited() {
 			p.expected = true
@@ -993,6 +1073,9 @@ func (h *harness) writeReport() error {
 	fmt.Fprintln(&b, h.res.Summary())
 	fmt.Fprintf(&b, "tail restores checked: %d (and %d from a trimmed window changelog)\n", h.res.Report.TailRestores, h.res.Report.TrimmedRestores)
 	fmt.Fprintln(&b, h.res.Report.WindowSummary())
+	if h.res.postgres {
+		fmt.Fprintln(&b, h.res.PostgresSummary())
+	}
 	if n := h.res.DeadMembersRemoved; n > 0 {
 		fmt.Fprintf(&b, "group members of dead processes the broker kept, removed by the harness: %d\n", n)
 	}

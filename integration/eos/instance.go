@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/changelog"
@@ -60,6 +61,9 @@ type InstanceConfig struct {
 	// offsets record) are written then, its offsets not yet committed: the MoveTwice
 	// fault.
 	StallFile string `json:"stall_file,omitempty"`
+	// Postgres, when set, adds the PostgreSQL target (pg.go): the sink nodes of the
+	// two-phase and upsert modes, and the write-ahead mode's pipes, run alongside.
+	Postgres *InstancePostgres `json:"postgres,omitempty"`
 }
 
 // IsInstance reports whether this process was started as an instance.
@@ -94,7 +98,17 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).With("instance", cfg.Name)
-	topo, err := Topology(cfg.Names, cfg.Buckets, cfg.Windows, cfg.Finals, cfg.Join)
+	var err error
+	var pg *PGTargets
+	var pool *pgxpool.Pool
+	if cfg.Postgres != nil {
+		if pool, pg, err = connectPostgres(ctx, cfg.Postgres, logger); err != nil {
+			return err
+		}
+		defer pool.Close()
+		armSinkFaults(cfg.Postgres.SinkFaultFile, logger)
+	}
+	topo, err := Topology(cfg.Names, cfg.Buckets, cfg.Windows, cfg.Finals, cfg.Join, pg)
 	if err != nil {
 		return err
 	}
@@ -135,6 +149,28 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 		return err
 	}
 	logger.Info("eos instance starting", "pid", os.Getpid(), "commit_interval", cfg.CommitInterval, "guarantee", ec.Guarantee.String())
+	if pool != nil {
+		// The write-ahead mode's pipes run beside the application, in the same process
+		// (the faults hit both); either failing ends both.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		pipes := make(chan error, 1)
+		go func() {
+			err := runPipes(ctx, cfg, pool, logger)
+			cancel()
+			pipes <- err
+		}()
+		err := app.Run(ctx)
+		cancel()
+		if perr := <-pipes; perr != nil {
+			return fmt.Errorf("pipes: %w", perr)
+		}
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		logger.Info("eos instance stopped")
+		return nil
+	}
 	if err := app.Run(ctx); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

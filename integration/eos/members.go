@@ -37,6 +37,7 @@ func (h *harness) removeDeadMembers() {
 		for _, p := range in.processes() {
 			if p.exited() {
 				ended[ClientID(p.name)] = p.endedAt
+				ended[pipeClientID(p.name)] = p.endedAt // the PostgreSQL target's pipes
 			}
 		}
 	}
@@ -58,22 +59,34 @@ func (h *harness) removeDeadMembers() {
 		h.logger.Debug("eos: group members", "error", err)
 		return
 	}
-	groups, err := admin.DescribeConsumerGroups([]string{h.names.App})
-	if err != nil || len(groups) != 1 {
+	names := []string{h.names.App}
+	if h.pg != nil {
+		for store := range pipeTopics(h.names) {
+			names = append(names, pipeApp(h.names, store))
+		}
+	}
+	groups, err := admin.DescribeConsumerGroups(names)
+	if err != nil || len(groups) != len(names) {
 		h.logger.Debug("eos: group members", "error", err)
 		return
 	}
-	for id, m := range groups[0].Members {
+	for _, g := range groups {
+		h.removeDeadMembersOf(client, g, ended)
+	}
+}
+
+func (h *harness) removeDeadMembersOf(client sarama.Client, group *sarama.GroupDescription, ended map[string]time.Time) {
+	for id, m := range group.Members {
 		at, ok := ended[m.ClientId]
 		if !ok || time.Since(at) < h.cfg.SessionTimeout+deadMemberGrace {
 			continue
 		}
-		coordinator, err := client.Coordinator(h.names.App)
+		coordinator, err := client.Coordinator(group.GroupId)
 		if err != nil {
 			h.logger.Debug("eos: group coordinator", "error", err)
 			return
 		}
-		resp, err := coordinator.LeaveGroup(&sarama.LeaveGroupRequest{GroupId: h.names.App, MemberId: id})
+		resp, err := coordinator.LeaveGroup(&sarama.LeaveGroupRequest{GroupId: group.GroupId, MemberId: id})
 		if err == nil && !errors.Is(resp.Err, sarama.ErrNoError) {
 			err = resp.Err
 		}
@@ -83,6 +96,6 @@ func (h *harness) removeDeadMembers() {
 		}
 		h.res.DeadMembersRemoved++
 		h.logger.Warn("eos: the broker kept the group member of a process that ended long ago; removed it (a kfake bug: see removeDeadMembers)",
-			"member", id, "client_id", m.ClientId, "ended_ago", time.Since(at).Round(time.Millisecond), "group_state", groups[0].State)
+			"group", group.GroupId, "member", id, "client_id", m.ClientId, "ended_ago", time.Since(at).Round(time.Millisecond), "group_state", group.State)
 	}
 }

@@ -65,8 +65,10 @@ type process struct {
 	operatorStarts []operatorStartAt
 	// storeRebuilds counts the task.StoreRebuildMsg lines it logged.
 	storeRebuilds int
-	tail          [][]byte // last log lines
-	file          *os.File
+	// sinkFault is the step at which it logged SinkFaultMsg (it killed itself there).
+	sinkFault string
+	tail      [][]byte // last log lines
+	file      *os.File
 	// races are the race detector's reports in the log (instances built with -race);
 	// race is the one being read.
 	races []string
@@ -134,6 +136,14 @@ func (p *process) Write(b []byte) (int, error) {
 		if bytes.Contains(line, storeRebuildLine) {
 			p.storeRebuilds++
 		}
+		if bytes.Contains(line, sinkFaultLine) {
+			var l struct {
+				Step string `json:"step"`
+			}
+			if json.Unmarshal(line, &l) == nil {
+				p.sinkFault = l.Step
+			}
+		}
 		switch {
 		case string(line) == raceBegin:
 			p.race = []string{raceBegin}
@@ -167,6 +177,16 @@ type operatorStartAt struct {
 
 // storeRebuildLine is how a JSON log line of task.StoreRebuildMsg reads.
 var storeRebuildLine = []byte(`"msg":"` + task.StoreRebuildMsg + `"`)
+
+// sinkFaultLine is how a JSON log line of SinkFaultMsg reads.
+var sinkFaultLine = []byte(`"msg":"` + SinkFaultMsg + `"`)
+
+// sinkFaultStep is the step at which the process killed itself ("" none).
+func (p *process) sinkFaultStep() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sinkFault
+}
 
 func (p *process) storeRebuildCount() int {
 	p.mu.Lock()
