@@ -63,20 +63,23 @@ func sinkStep(k FaultKind) (sinktxn.Step, string) {
 // victim or another) dies in the middle of it.
 func (h *harness) injectSink(ctx context.Context, f Fault) error {
 	step, node := sinkStep(f.Kind)
-	victim, err := h.sinkKill(ctx, step, node, 30*time.Second)
+	if err := h.armSink(step, node); err != nil {
+		return err
+	}
+	victim, err := h.sinkKill(ctx, step, 30*time.Second)
 	if err != nil || victim == nil {
 		return err
 	}
 	if f.Kind == KillInRecovery {
-		if err := os.WriteFile(h.sinkFaultFile(), []byte(sinktxn.StepRecover), 0o644); err != nil {
-			return fmt.Errorf("eos: sink fault file: %w", err)
+		if err := h.armSink(sinktxn.StepRecover, ""); err != nil {
+			return err
 		}
 		if err := h.restartKilled(ctx, f, victim, false); err != nil {
 			return err
 		}
 		// The victim's session expires, its tasks move, and their recovery finds the
 		// prepared transaction.
-		second, err := h.sinkKill(ctx, sinktxn.StepRecover, "", h.cfg.SessionTimeout+45*time.Second)
+		second, err := h.sinkKill(ctx, sinktxn.StepRecover, h.cfg.SessionTimeout+45*time.Second)
 		if err != nil || second == nil {
 			return err
 		}
@@ -85,20 +88,25 @@ func (h *harness) injectSink(ctx context.Context, f Fault) error {
 	return h.restartKilled(ctx, f, victim, true)
 }
 
-// sinkKill arms step (node: a part of the sink node's name, "" any) and waits up to
-// timeout for the instance that killed itself there; nil when none did (the fault is
-// counted as missed).
-func (h *harness) sinkKill(ctx context.Context, step sinktxn.Step, node string, timeout time.Duration) (*instance, error) {
-	file := h.sinkFaultFile()
+// armSink arms step for the instances' fault hooks (node: a part of the sink node's
+// name, "" any).
+func (h *harness) armSink(step sinktxn.Step, node string) error {
 	arm := string(step)
 	if node != "" {
 		arm += " " + node
 	}
-	if _, err := os.Stat(file); err != nil {
-		if err := os.WriteFile(file, []byte(arm), 0o644); err != nil {
-			return nil, fmt.Errorf("eos: sink fault file: %w", err)
-		}
+	if err := os.WriteFile(h.sinkFaultFile(), []byte(arm), 0o644); err != nil {
+		return fmt.Errorf("eos: sink fault file: %w", err)
 	}
+	return nil
+}
+
+// sinkKill waits up to timeout for the instance that killed itself at the armed step;
+// nil when none did (the step is disarmed and counted as missed). An instance that
+// took the step before the call (KillInRecovery's, during the victim's restart) is
+// found too: it is dead, not yet revived, and logged the step.
+func (h *harness) sinkKill(ctx context.Context, step sinktxn.Step, timeout time.Duration) (*instance, error) {
+	file := h.sinkFaultFile()
 	deadline, taken := time.Now().Add(timeout), false
 	for {
 		for _, in := range h.instances {
