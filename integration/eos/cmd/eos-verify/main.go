@@ -26,6 +26,19 @@
 //	  go run ./integration/eos/cmd/eos-verify -mode long -kafka-script integration/kafka.sh
 //	go run ./integration/eos/cmd/eos-verify -mode cluster -kafka-script integration/kafka.sh
 //
+// PostgreSQL: with -postgres-script (integration/postgres.sh, configured by its
+// environment: EDDY_POSTGRES_HOME, EDDY_POSTGRES_PORT), a fresh server the command
+// starts, crashes (pg_ctl stop -m immediate, -postgres-crashes) and purges at the end;
+// with -postgres, a running one (no crashes). Either adds the PostgreSQL target: the
+// aggregates and final results also written by two-phase commit, idempotent upserts
+// and write-ahead pipes (package sink/pgsink), the sink faults (an instance killed at
+// each step of the sink protocol) among the fault kinds, and the tables checked
+// against the recomputation, with no prepared transaction left:
+//
+//	EDDY_KAFKA_HOME=/tmp/eddy-kafka-eos EDDY_KAFKA_PORT=29092 EDDY_KAFKA_CONTROLLER_PORT=29093 \
+//	EDDY_POSTGRES_HOME=/tmp/eddy-postgres-eos EDDY_POSTGRES_PORT=15632 \
+//	  go run ./integration/eos/cmd/eos-verify -mode long -kafka-script integration/kafka.sh -postgres-script integration/postgres.sh
+//
 // The command is also the instance program: started with EDDY_EOS_INSTANCE set, it
 // runs one instance of the test application.
 package main
@@ -62,14 +75,16 @@ type preset struct {
 	// clusterFaults: the preset runs on a three-broker cluster with that many
 	// cluster faults.
 	clusterFaults int
+	// pgCrashes: PostgreSQL crashes with -postgres-script.
+	pgCrashes int
 }
 
 func presetFor(mode string) (preset, bool) {
 	switch mode {
 	case "short":
-		return preset{records: 20000, keys: 200, faults: 6, brokerRestarts: 1, partitions: 4, gap: 3 * time.Second}, true
+		return preset{records: 20000, keys: 200, faults: 6, brokerRestarts: 1, partitions: 4, gap: 3 * time.Second, pgCrashes: 1}, true
 	case "long":
-		return preset{records: 1000000, keys: 1000, faults: 100, brokerRestarts: 10, partitions: 6, gap: 6 * time.Second}, true
+		return preset{records: 1000000, keys: 1000, faults: 100, brokerRestarts: 10, partitions: 6, gap: 6 * time.Second, pgCrashes: 10}, true
 	case "cluster":
 		return preset{records: 20000, keys: 200, faults: 3, partitions: 4, gap: 3 * time.Second, clusterFaults: 7}, true
 	case "cluster-long":
@@ -109,6 +124,10 @@ func run(args []string) int {
 	verbose := fs.Bool("v", false, "debug logs from the instances")
 	finals := fs.Bool("finals", true, "the application also emits the windowed aggregation's final results (suppressed until each window closes), checked by the verifier")
 	retentionChange := fs.Duration("retention-change", 0, "restart every instance a kill or a stop faults with its window store's retention switched between the default and this (above 2m: another segment interval, as a changed grace gives; the store is rebuilt from its changelog); 0: never")
+	pgScript := fs.String("postgres-script", "", "integration/postgres.sh: start a fresh PostgreSQL with it (EDDY_POSTGRES_HOME, EDDY_POSTGRES_PORT), crash it -postgres-crashes times, purge it at the end; adds the PostgreSQL target")
+	pgDSN := fs.String("postgres", "", "DSN of a running PostgreSQL (max_prepared_transactions > 0) to use for the PostgreSQL target instead of -postgres-script's (no crashes)")
+	pgCrashes := fs.Int("postgres-crashes", -1, "PostgreSQL crashes, pg_ctl stop -m immediate then start (need -postgres-script; default: 1 in short mode, 10 in long)")
+	keepPG := fs.Bool("keep-postgres", false, "with -postgres-script: leave PostgreSQL running (and its data) at the end")
 	join := fs.Bool("join", true, "the driver also writes a right topic and the application joins it with the input (a stream–stream join), checked by the verifier")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -141,7 +160,16 @@ func run(args []string) int {
 	if *gap > 0 {
 		cfg.FaultGap = *gap
 	}
-	for _, k := range strings.Split(*kinds, ",") {
+	kindList := *kinds
+	pgOn := *pgScript != "" || *pgDSN != ""
+	kindsSet := false
+	fs.Visit(func(f *flag.Flag) { kindsSet = kindsSet || f.Name == "fault-kinds" })
+	if pgOn && !kindsSet {
+		for _, k := range eos.SinkFaultKinds() {
+			kindList += "," + k.String()
+		}
+	}
+	for _, k := range strings.Split(kindList, ",") {
 		kind, err := eos.ParseFaultKind(strings.TrimSpace(k))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "eos-verify:", err)
@@ -252,6 +280,47 @@ func run(args []string) int {
 		return 2
 	}
 
+	if pgOn {
+		if *alo {
+			fmt.Fprintln(os.Stderr, "eos-verify: the PostgreSQL target's two-phase mode needs exactly-once: drop -at-least-once")
+			return 2
+		}
+		if !*finals {
+			fmt.Fprintln(os.Stderr, "eos-verify: the PostgreSQL target writes the final results: drop -finals=false")
+			return 2
+		}
+		pc := &eos.PostgresConfig{DSN: *pgDSN}
+		if *pgScript != "" && *pgDSN == "" {
+			sp := eos.ScriptPostgres{Script: *pgScript}
+			logger.Info("eos-verify: starting a fresh PostgreSQL", "script", *pgScript)
+			dsn, err := sp.Start(ctx)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "eos-verify:", err)
+				return 2
+			}
+			if !*keepPG {
+				defer func() {
+					sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					if err := sp.Purge(sctx); err != nil {
+						logger.Warn("eos-verify: purging PostgreSQL", "error", err)
+					}
+				}()
+			}
+			pc.DSN, pc.Control, pc.Crashes = dsn, sp, p.pgCrashes
+			if *pgCrashes >= 0 {
+				pc.Crashes = *pgCrashes
+			}
+		} else if *pgCrashes > 0 {
+			fmt.Fprintln(os.Stderr, "eos-verify: -postgres-crashes needs -postgres-script (the command must control the server)")
+			return 2
+		}
+		cfg.Postgres = pc
+		if *faults < 0 && cfg.Faults < len(cfg.FaultKinds) {
+			cfg.Faults = len(cfg.FaultKinds) // each kind at least once
+		}
+	}
+
 	res, err := eos.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "eos-verify: the harness failed:", err)
@@ -272,6 +341,9 @@ func run(args []string) int {
 	fmt.Fprintf(os.Stderr, "eos-verify: seed %d, %d tail restores checked (%d from a trimmed window changelog), took %v, work dir %s\n",
 		cfg.Seed, res.Report.TailRestores, res.Report.TrimmedRestores, res.Duration.Round(time.Second), cfg.WorkDir)
 	fmt.Fprintln(os.Stderr, "eos-verify:", res.Report.WindowSummary())
+	if cfg.Postgres != nil {
+		fmt.Fprintln(os.Stderr, "eos-verify:", res.PostgresSummary())
+	}
 	if cfg.RetentionChange > 0 {
 		fmt.Fprintf(os.Stderr, "eos-verify: %d restarts with another window store retention, %d stores rebuilt from their changelogs\n", res.RetentionChanges, res.StoreRebuilds)
 	}
