@@ -346,6 +346,20 @@ func (e *env) inputEnd(ds *dataset, p int) int64 { return ds.PerPart[p] }
 // measure polls the broker while a child runs: the run starts when the first record
 // reaches firstOut and ends when done says so. It returns the seconds in between.
 func (e *env) measure(ctx context.Context, c *child, firstOut string, done doneFunc) (seconds, startup float64, err error) {
+	return e.measureFrom(ctx, c, e.outputStarted(firstOut), done)
+}
+
+// outputStarted is the start of a run whose output is a topic: its first record.
+func (e *env) outputStarted(topic string) doneFunc {
+	return func() (bool, error) {
+		hwm, err := e.endOffsets(topic, sarama.ReadUncommitted)
+		return sum(hwm) > 0, err
+	}
+}
+
+// measureFrom polls while a child runs: the run starts when started says so and ends
+// when done does. It returns the seconds in between.
+func (e *env) measureFrom(ctx context.Context, c *child, started, done doneFunc) (seconds, startup float64, err error) {
 	var t0 time.Time
 	deadline := time.Now().Add(e.o.runTimeout)
 	var lastErr error
@@ -369,12 +383,12 @@ func (e *env) measure(ctx context.Context, c *child, firstOut string, done doneF
 			return 0, 0, errors.Join(fmt.Errorf("run %s not done after %v (log: %s)", c.name, e.o.runTimeout, c.logPath), lastErr)
 		}
 		if t0.IsZero() {
-			hwm, err := e.endOffsets(firstOut, sarama.ReadUncommitted)
+			ok, err := started()
 			if err != nil {
 				lastErr = err
 				continue
 			}
-			if sum(hwm) == 0 {
+			if !ok {
 				continue
 			}
 			t0 = time.Now()
