@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -261,5 +263,74 @@ func TestTwinCellsVerdicts(t *testing.T) {
 		if c[i] != want {
 			t.Errorf("column %q: %q, want %q", twinHeader()[i], c[i], want)
 		}
+	}
+}
+
+// "all" runs the postgres rows only when a server is given (the whole suite needs no
+// PostgreSQL); naming them or their group selects them all the same (and the first
+// then says -postgres is needed).
+func TestAllHasPostgresRowsOnlyWithAServer(t *testing.T) {
+	hasPG := func(rows []string) bool {
+		return slices.ContainsFunc(rows, func(r string) bool { return strings.HasPrefix(r, "pg-") })
+	}
+	without, err := expandRows("all", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasPG(without) || !slices.Contains(without, "pipe-raw") {
+		t.Errorf("all without -postgres: %q, want every row but the pg- ones", without)
+	}
+	with, err := expandRows("all", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(with) <= len(without) || !slices.Contains(with, "pg-copy") || !slices.Contains(with, "pg-upsert-w8") {
+		t.Errorf("all with -postgres: %q, want the pg- rows too", with)
+	}
+	named, err := expandRows("postgres,pg-2pc-w8", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"pg-copy", "pg-copy-pk", "pg-2pc", "pg-upsert", "pg-2pc-w8", "pg-pipe", "pg-eos-nosink"}; !slices.Equal(named, want) {
+		t.Errorf("postgres,pg-2pc-w8: %q, want %q", named, want)
+	}
+}
+
+// A /proc/<pid>/stat line's fields count from the last ')': a command name may hold
+// spaces and parentheses.
+func TestProcCPUReadsStat(t *testing.T) {
+	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime ...
+	line := "4242 (postgres: a (b) c) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 50 1000 200 20 0 1 0 123 0 0"
+	ppid, own, children, ok := procCPU(line)
+	if !ok || ppid != 17 || own != 300 || children != 1200 {
+		t.Errorf("procCPU = ppid %d, own %d, children %d, ok %v; want 17, 300 (250+50), 1200 (1000+200), true", ppid, own, children, ok)
+	}
+	if _, _, _, ok := procCPU("4242 (short) S 1 2"); ok {
+		t.Error("procCPU of a truncated line: ok, want not ok")
+	}
+}
+
+// serverCPU counts the CPU time of the server's children that have exited (reaped:
+// the backends of closed connections) as well as its own.
+func TestServerCPUCountsExitedChildren(t *testing.T) {
+	before := serverCPU(os.Getpid())
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	child := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if child < 50*time.Millisecond {
+		t.Skipf("the child used only %v of CPU: too little to tell", child)
+	}
+	after := serverCPU(os.Getpid())
+	if got := after - before; got < child.Seconds()-0.05 {
+		t.Errorf("serverCPU grew by %.2f s while a reaped child used %.2f s", got, child.Seconds())
+	}
+}
+
+// A run's table name is a plain lower-case identifier.
+func TestPGTableName(t *testing.T) {
+	if got, want := pgTableName("eddybench-1796-pg-2pc-r0"), "bench_eddybench_1796_pg_2pc_r0"; got != want {
+		t.Errorf("pgTableName = %q, want %q", got, want)
 	}
 }

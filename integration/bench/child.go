@@ -41,6 +41,9 @@ type childSpec struct {
 	ExpectPer      []int64 // changelog reads: data records per partition
 	Tune           tuning  // sarama (and eddy) settings
 	ProfilePrefix  string  // write <prefix>.{cpu,allocs,mutex}.pprof
+	Postgres       string  // postgres rows: the server's DSN
+	Table          string  // postgres rows: the table
+	PGBatch        int     // postgres rows: rows per statement (0: pgsink's default)
 }
 
 // childResult is what a child reports on stdout (one line, resultPrefix + JSON). The
@@ -82,6 +85,20 @@ type childResult struct {
 	FetchResponseBytes float64          `json:",omitempty"`
 	RequestLatencyMs   float64          `json:",omitempty"`
 	Requests           map[string]int64 `json:",omitempty"` // by API name
+
+	// PostgreSQL sink rows: the target's Prepare (two-phase: the buffered rows, the
+	// marker and PREPARE TRANSACTION; upsert: the last batch and COMMIT) and Commit
+	// (COMMIT PREPARED), per task transaction; the time spent in Write (upsert: the full
+	// batches, each written and committed there).
+	SinkPrepares     int     `json:",omitempty"`
+	SinkPrepareP50Ms float64 `json:",omitempty"`
+	SinkPrepareP99Ms float64 `json:",omitempty"`
+	SinkPrepareSec   float64 `json:",omitempty"`
+	SinkCommits      int     `json:",omitempty"`
+	SinkCommitP50Ms  float64 `json:",omitempty"`
+	SinkCommitP99Ms  float64 `json:",omitempty"`
+	SinkCommitSec    float64 `json:",omitempty"`
+	SinkWriteSec     float64 `json:",omitempty"`
 
 	// Cost-per-task rows: what the process holds, sampled every 100 ms; "AtStop" when
 	// the parent stops it (all input processed, idle commits running).
@@ -143,6 +160,10 @@ func childMain(ctx context.Context, kind, specJSON string) int {
 		err = runPipeTxn2Hop(ctx, &spec, reg, res)
 	case "eddy":
 		err = runEddy(ctx, &spec, reg, res)
+	case "pg-copy":
+		err = runPGCopy(ctx, &spec, reg, res)
+	case "pg-pipe":
+		err = runPGPipe(ctx, &spec, reg)
 	case "restore":
 		err = runRestore(ctx, &spec, reg, res, snap.take)
 	case "changelog-read":

@@ -188,8 +188,17 @@ func eddyConfig(spec *childSpec, reg metrics.Registry, logs *logStats, onRestore
 
 // runEddy runs an application until the parent stops it.
 func runEddy(ctx context.Context, spec *childSpec, reg metrics.Registry, res *childResult) error {
-	topo, err := buildTopology(spec, nil)
-	if err != nil {
+	var topo *topology.Topology
+	var err error
+	if strings.HasPrefix(spec.Topology, "pg-") || spec.Topology == "drop" {
+		st := &sinkStats{}
+		var closePool func()
+		if topo, closePool, err = pgTopology(ctx, spec, st); err != nil {
+			return err
+		}
+		defer closePool()
+		defer st.fill(res)
+	} else if topo, err = buildTopology(spec, nil); err != nil {
 		return err
 	}
 	logs := &logStats{}

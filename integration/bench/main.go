@@ -5,7 +5,7 @@
 // them as Markdown for BENCHMARKS.md and as JSON).
 //
 // Rows (select with -rows; groups: throughput, dsl, kstreams, kstreams-diag, restore,
-// memory, cost, latency, all):
+// memory, cost, latency, postgres, postgres-diag, all):
 //
 //	pipe-raw          plain sarama consumer group → idempotent async producer copy, no
 //	                  framework: the ceiling of at-least-once rows
@@ -60,6 +60,30 @@
 //	                  threads; a Kafka Streams row named *-t<N> runs N
 //	ks-win-count-eos-ret2h  diagnostic: its windowed count with the window store's
 //	                  retention 2 h (2 RocksDB segments per task, not one per minute)
+//	pg-copy           the input (unique keys) into a PostgreSQL table (k bytea, v bytea,
+//	                  partition, offset), one row per record, by a plain sarama consumer
+//	                  group whose claims COPY (pgx CopyFrom) batches of -pg-batch records
+//	                  (at most 100 ms after a batch's first) and then commit their offsets:
+//	                  the ceiling of the postgres rows (at-least-once, no eddy)
+//	pg-copy-pk        the same into a table with PRIMARY KEY (k): what the upsert's unique
+//	                  index costs by itself
+//	pg-2pc            eddy (exactly-once, 100 ms) writing the records through
+//	                  pgsink.NewTwoPhase (COPY at the pre-commit, PREPARE TRANSACTION,
+//	                  COMMIT PREPARED after the Kafka commit); target ≥ 0.5× pg-copy
+//	pg-upsert         eddy (at-least-once, 100 ms) through pgsink.NewUpsert into the
+//	                  keyed table (INSERT … SELECT FROM unnest … ON CONFLICT with the
+//	                  offset guard); target ≥ 0.8× pg-copy
+//	pg-pipe           pgsink.Pipe (write-ahead: batches and offsets in one transaction)
+//	pg-eos-nosink     eddy exactly-once on the same input with no sink (records dropped):
+//	                  its commit times without the sink's steps
+//	pg-{upsert,2pc}-w8  diagnostic (group postgres-diag): with 8 workers (Config.Workers),
+//	                  8 statements in flight instead of GOMAXPROCS
+//	                  The postgres rows need -postgres DSN; "all" leaves them out without
+//	                  it. A run goes from the table's first row to its last (counted
+//	                  once the group's committed offsets, or the pipe's offsets table,
+//	                  cover the input); the server's CPU (/proc, when it is on this host)
+//	                  is reported beside the child's; the sink rows time the target's
+//	                  Prepare and Commit (COMMIT PREPARED)
 //	lat-*             end-to-end latency, produce timestamp → output visible to a
 //	                  read_committed consumer, p50/p99, at half the maximum rate of
 //	                  pass-eos-100ms (or -latency-rate)
@@ -146,6 +170,8 @@ type options struct {
 	childEnv     []string
 	childKind    string
 	childSpecArg string
+	postgres     string // DSN of the PostgreSQL rows' server
+	pgBatch      int    // rows per COPY or upsert statement of the PostgreSQL rows (0: pgsink's default)
 }
 
 // tuning holds optional sarama settings applied alike to the pipes and to eddy (through
@@ -268,6 +294,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&profileRows, "profile-rows", "", "rows that write profiles (default: all selected rows when -profile-dir is set)")
 	fs.StringVar(&o.prefix, "prefix", "", "prefix of every topic, group and transactional ID (default eddybench-<unix time>)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics and the work directory")
+	fs.StringVar(&o.postgres, "postgres", "", "DSN of the PostgreSQL server of the postgres rows (integration/postgres.sh dsn); without it \"all\" leaves them out")
+	fs.IntVar(&o.pgBatch, "pg-batch", 0, "rows per COPY or upsert statement of the postgres rows: the COPY pipe's batches, pgsink's Options.BatchRows and PipeConfig.BatchRecords (0: pgsink's default, 5000)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 15*time.Minute, "give up on a run after this long")
 	fs.BoolVar(&o.verbose, "v", false, "log progress details")
 	var wrapper string
@@ -305,11 +333,11 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("-brokers is required (for example -brokers 127.0.0.1:19092)")
 	}
 	var err error
-	if o.rows, err = expandRows(rows); err != nil {
+	if o.rows, err = expandRows(rows, o.postgres != ""); err != nil {
 		return nil, err
 	}
 	if profileRows != "" {
-		if o.profileRows, err = expandRows(profileRows); err != nil {
+		if o.profileRows, err = expandRows(profileRows, true); err != nil {
 			return nil, err
 		}
 	} else {
@@ -335,8 +363,9 @@ func parseFlags(args []string) (*options, error) {
 }
 
 // expandRows turns a comma-separated list of rows and groups into row names, in the
-// order of rowTable.
-func expandRows(s string) ([]string, error) {
+// order of rowTable. "all" holds the postgres group only when a server is given
+// (withPostgres): the whole suite runs without one.
+func expandRows(s string, withPostgres bool) ([]string, error) {
 	want := map[string]bool{}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
@@ -345,6 +374,10 @@ func expandRows(s string) ([]string, error) {
 		}
 		found := false
 		for _, r := range rowTable() {
+			if name == "all" && strings.HasPrefix(r.group, "postgres") && !withPostgres {
+				found = true
+				continue
+			}
 			if name == "all" || r.name == name || r.group == name {
 				want[r.name], found = true, true
 			}

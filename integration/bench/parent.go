@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eddy-streams/eddy/internal/topicspec"
 	"github.com/eddy-streams/eddy/kafkatest"
@@ -44,6 +45,11 @@ type env struct {
 	startedAt, finishedAt  time.Time
 	latencyRate            int
 	latencyRateDerivedFrom string
+
+	pg         *pgxpool.Pool // the postgres rows' server, opened by the first
+	pgVersion  string
+	pgSettings string // what the report says of the server
+	postmaster int    // its postmaster's PID when it runs on this host, else 0
 }
 
 func (e *env) logf(format string, args ...any) {
@@ -92,6 +98,9 @@ func parentMain(ctx context.Context, o *options) error {
 			e.cleanupAll()
 		}
 		_ = e.admin.Close() // closes the client too
+		if e.pg != nil {
+			e.pg.Close()
+		}
 	}()
 	e.machine = readMachine(ctx)
 	e.startLoad, e.startedAt = loadAvg(), time.Now()
@@ -148,6 +157,7 @@ type savedReport struct {
 	Started, Finished  time.Time
 	LatencyRate        int
 	LatencyFrom        string
+	PGSettings         string `json:",omitempty"`
 	Runs               []*runResult
 	Summary            []*summary
 }
@@ -168,7 +178,7 @@ func (e *env) report() []error {
 		b, err := json.MarshalIndent(savedReport{
 			Machine: e.machine, Command: e.o.commandLine, StartLoad: e.startLoad, EndLoad: e.endLoad,
 			Started: e.startedAt, Finished: e.finishedAt, LatencyRate: e.latencyRate, LatencyFrom: e.latencyRateDerivedFrom,
-			Runs: e.results, Summary: sums,
+			PGSettings: e.pgSettings, Runs: e.results, Summary: sums,
 		}, "", "  ")
 		if err == nil {
 			err = os.WriteFile(e.o.jsonOut, b, 0o644)
@@ -197,7 +207,7 @@ func reportFromJSON(o *options) error {
 		o.commandLine = saved.Command
 	}
 	e := &env{o: o, machine: saved.Machine, results: saved.Runs, startLoad: saved.StartLoad, endLoad: saved.EndLoad,
-		startedAt: saved.Started, finishedAt: saved.Finished, latencyRate: saved.LatencyRate, latencyRateDerivedFrom: saved.LatencyFrom}
+		startedAt: saved.Started, finishedAt: saved.Finished, latencyRate: saved.LatencyRate, latencyRateDerivedFrom: saved.LatencyFrom, pgSettings: saved.PGSettings}
 	o.jsonOut = ""
 	return errors.Join(e.report()...)
 }

@@ -51,6 +51,15 @@ type summary struct {
 
 	OutPerUnit float64 // word-count rows: committed output records per input word
 
+	// PostgreSQL rows, medians: the commit (eddy's, or the COPY pipe's COPY) p50, the
+	// target's Prepare and Commit (COMMIT PREPARED) p50 and p99, the server's CPU.
+	CommitP50Ms                      float64
+	PrepareP50Ms, PrepareP99Ms       float64
+	SinkCommitP50Ms, SinkCommitP99Ms float64
+	PGCPUPerM                        float64
+	PGRows                           float64
+	SinkWriteShare, SinkPrepareShare float64 // of the run's time, summed over the tasks' transactions
+
 	// Cost rows, medians.
 	Tasks                      int
 	Sockets, SocketsPeak, FDs  float64
@@ -131,6 +140,15 @@ func (e *env) summarize() []*summary {
 		s.AllocBytesPerUnit = m(func(x *runResult) float64 { return perUnit(float64(x.Child.AllocBytes), x.Units) })
 		s.GCs = m(func(x *runResult) float64 { return float64(x.Child.NumGC) })
 		s.OutPerUnit = m(func(x *runResult) float64 { return perUnit(float64(x.OutRecords), x.Units) })
+		s.CommitP50Ms = m(func(x *runResult) float64 { return x.Child.CommitP50Ms })
+		s.PrepareP50Ms = m(func(x *runResult) float64 { return x.Child.SinkPrepareP50Ms })
+		s.PrepareP99Ms = m(func(x *runResult) float64 { return x.Child.SinkPrepareP99Ms })
+		s.SinkCommitP50Ms = m(func(x *runResult) float64 { return x.Child.SinkCommitP50Ms })
+		s.SinkCommitP99Ms = m(func(x *runResult) float64 { return x.Child.SinkCommitP99Ms })
+		s.PGCPUPerM = m(func(x *runResult) float64 { return x.PGCPUPerM })
+		s.PGRows = m(func(x *runResult) float64 { return float64(x.PGRows) })
+		s.SinkWriteShare = m(func(x *runResult) float64 { return perSecond(x.Child.SinkWriteSec, x.Seconds) })
+		s.SinkPrepareShare = m(func(x *runResult) float64 { return perSecond(x.Child.SinkPrepareSec, x.Seconds) })
 		s.Tasks = runs[0].Tasks
 		s.Sockets = m(func(x *runResult) float64 { return float64(x.Child.Sockets) })
 		s.SocketsPeak = m(func(x *runResult) float64 { return float64(x.Child.SocketsPeak) })
@@ -198,6 +216,13 @@ func verdict(ok bool) string {
 		return "met"
 	}
 	return "MISSED"
+}
+
+func perSecond(x, seconds float64) float64 {
+	if seconds == 0 {
+		return 0
+	}
+	return x / seconds
 }
 
 func perUnit(x float64, units int64) float64 {
@@ -275,6 +300,9 @@ func (s *summary) cells() []string {
 	if s.CommitMeanMs > 0 {
 		extra = append(extra, fmt.Sprintf("commit %.0f ms mean, %.0f ms p99", s.CommitMeanMs, s.CommitP99Ms))
 	}
+	if s.PGCPUPerM > 0 {
+		extra = append(extra, fmt.Sprintf("PostgreSQL CPU %.2f s/M", s.PGCPUPerM))
+	}
 	if s.Runs == 0 {
 		extra = append(extra, "no successful run")
 	}
@@ -303,6 +331,13 @@ func textTable(e *env, sums []*summary) string {
 	fmt.Fprintln(tw, strings.Join(tableHeader(), "\t"))
 	for _, s := range sums {
 		fmt.Fprintln(tw, strings.Join(s.cells(), "\t"))
+	}
+	if pg := pgCells(sums); len(pg) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, strings.Join(pgHeader(), "\t"))
+		for _, c := range pg {
+			fmt.Fprintln(tw, strings.Join(c, "\t"))
+		}
 	}
 	if cost := costSummaries(sums); len(cost) > 0 {
 		fmt.Fprintln(tw)
@@ -412,6 +447,51 @@ func costEngine(row string) string {
 	return "eddy"
 }
 
+func pgHeader() []string {
+	return []string{"row", "rows/s", "ratio to pg-copy", "commit p50 / p99 ms", "Prepare p50 / p99 ms", "COMMIT PREPARED p50 / p99 ms", "Write / Prepare share", "client CPU s / M", "PostgreSQL CPU s / M", "rows at end"}
+}
+
+// pgCells formats the PostgreSQL rows' commit latencies and costs.
+func pgCells(sums []*summary) [][]string {
+	var out [][]string
+	for _, s := range sums {
+		if !strings.HasPrefix(s.Row, "pg-") || s.Runs == 0 {
+			continue
+		}
+		pair := func(a, b float64) string {
+			if a == 0 && b == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.1f / %.1f", a, b)
+		}
+		ratio := "—"
+		if s.Ceiling == "pg-copy" && s.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f (per round %.2f)", s.Ratio, s.PairedRatio)
+			if s.Verdict != "" {
+				ratio += fmt.Sprintf(", target ≥ %.1f %s", s.Target, s.Verdict)
+			}
+		}
+		share := "—"
+		if s.SinkWriteShare > 0 || s.SinkPrepareShare > 0 {
+			share = fmt.Sprintf("%.0f%% / %.0f%%", 100*s.SinkWriteShare, 100*s.SinkPrepareShare)
+		}
+		rows := "—"
+		if s.PGRows > 0 {
+			rows = thousands(s.PGRows)
+		}
+		pgcpu := "—"
+		if s.PGCPUPerM > 0 {
+			pgcpu = fmt.Sprintf("%.2f", s.PGCPUPerM)
+		}
+		out = append(out, []string{
+			s.Row, thousands(s.Rate), ratio, pair(s.CommitP50Ms, s.CommitP99Ms),
+			pair(s.PrepareP50Ms, s.PrepareP99Ms), pair(s.SinkCommitP50Ms, s.SinkCommitP99Ms), share,
+			fmt.Sprintf("%.2f", s.CPUPerM), pgcpu, rows,
+		})
+	}
+	return out
+}
+
 func costHeader() []string {
 	return []string{"row", "tasks", "open sockets (peak)", "per added task", "open fds", "goroutines / JVM threads (peak)", "per added task", "peak RSS MB (VmHWM)", "peak anon / file MB", "per added task MB", "startup s", "records/s", "CPU s / M"}
 }
@@ -473,6 +553,14 @@ func markdown(e *env, sums []*summary) string {
 		b.WriteString("\nCost per task (medians; sockets, fds and goroutines or JVM threads read in the child after its input was committed and it ran idle for -cost-settle; peaks sampled every 100 ms):\n\n")
 		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(costHeader(), " | "), strings.Repeat("---|", len(costHeader())))
 		for _, c := range costCells(cost) {
+			c[0] = "`" + c[0] + "`"
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
+		}
+	}
+	if pg := pgCells(sums); len(pg) > 0 {
+		fmt.Fprintf(&b, "\nPostgreSQL rows (medians): %s. Commit: eddy's commit as its debug log times it (the pre-commit, i.e. the sink's Prepare of every task of the worker, and the Kafka commit; not the COMMIT PREPARED after it), the COPY pipe's COPY of a batch; Prepare and COMMIT PREPARED per task transaction; the shares are the time the tasks spent in the sink's Write and Prepare over the run's time (over 100%%: tasks of both workers at once):\n\n", e.pgSettings)
+		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(pgHeader(), " | "), strings.Repeat("---|", len(pgHeader())))
+		for _, c := range pg {
 			c[0] = "`" + c[0] + "`"
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
 		}

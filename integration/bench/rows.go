@@ -42,6 +42,9 @@ type runResult struct {
 	// Peak resident anonymous and file-backed memory, sampled every 50 ms.
 	PeakAnonMB float64 `json:",omitempty"`
 	PeakFileMB float64 `json:",omitempty"`
+	PGCPU      float64 `json:",omitempty"` // postgres rows: the server's CPU seconds while the child ran
+	PGCPUPerM  float64 `json:",omitempty"` // per million units
+	PGRows     int64   `json:",omitempty"` // postgres rows: the table's rows at the end
 	Startup    float64 `json:",omitempty"` // s from the child's start to its first output
 	Resume     float64 `json:",omitempty"` // restore rows: s from Run until every task processed a record
 	Restored   int64   `json:",omitempty"` // restore rows: changelog records restored
@@ -100,6 +103,14 @@ func rowTable() []*rowDef {
 		{name: "ks-cost-tasks-16", group: "cost", unit: "records", desc: "cost per task: the same count topology in Kafka Streams 4.1.1 (exactly_once_v2, one stream thread, caching off, JVM defaults), 16 tasks", run: costRow("kstreams", 16)},
 		{name: "ks-cost-tasks-128", group: "cost", unit: "records", desc: "the same in Kafka Streams, 128 tasks", run: costRow("kstreams", 128)},
 		{name: "ks-cost-tasks-512", group: "cost", unit: "records", desc: "the same in Kafka Streams, 512 tasks", run: costRow("kstreams", 512)},
+		{name: "pg-copy", group: "postgres", unit: "rows", desc: "sarama consumer group, each claim COPYing (pgx CopyFrom) batches of -pg-batch records (at most 100 ms after a batch's first) into a PostgreSQL table, then committing its offsets: the ceiling, at-least-once, no eddy", run: pgRow("pg-copy")},
+		{name: "pg-copy-pk", group: "postgres", unit: "rows", ceiling: "pg-copy", desc: "the same into a table with PRIMARY KEY (k), the upsert's table: what its unique index costs", run: pgRow("pg-copy-pk")},
+		{name: "pg-2pc", group: "postgres", unit: "rows", ceiling: "pg-copy", target: 0.5, desc: "eddy passthrough into pgsink.NewTwoPhase (exactly-once, commit 100 ms): each task's rows of a commit COPYed at the pre-commit, PREPARE TRANSACTION, COMMIT PREPARED after the Kafka commit", run: pgRow("pg-2pc")},
+		{name: "pg-upsert", group: "postgres", unit: "rows", ceiling: "pg-copy", target: 0.8, desc: "eddy passthrough into pgsink.NewUpsert (at-least-once, commit 100 ms): INSERT … SELECT FROM unnest … ON CONFLICT (k) DO UPDATE with the offset guard, per batch and at each commit", run: pgRow("pg-upsert")},
+		{name: "pg-upsert-w8", group: "postgres-diag", unit: "rows", ceiling: "pg-upsert", desc: "diagnostic: pg-upsert with 8 workers (Config.Workers) instead of GOMAXPROCS = 2: 8 upsert statements in flight instead of 2", run: pgRow("pg-upsert")},
+		{name: "pg-2pc-w8", group: "postgres-diag", unit: "rows", ceiling: "pg-2pc", desc: "diagnostic: pg-2pc with 8 workers", run: pgRow("pg-2pc")},
+		{name: "pg-pipe", group: "postgres", unit: "rows", ceiling: "pg-copy", desc: "pgsink.Pipe, the write-ahead sink application: each batch (-pg-batch records, 100 ms) COPYed with its partition's next offset in one transaction", run: pgRow("pg-pipe")},
+		{name: "pg-eos-nosink", group: "postgres", unit: "records", desc: "eddy on the same input with no sink (records dropped), exactly-once, commit 100 ms: commit times without the sink's steps", run: pgRow("pg-eos-nosink")},
 		{name: "lat-pipe-txn", group: "latency", unit: "records", latency: true, desc: "latency of pipe-txn (100 ms)", run: latencyRow("pipe-txn", false)},
 		{name: "lat-pass-eos-100ms", group: "latency", unit: "records", ceiling: "lat-pipe-txn", latency: true, desc: "latency of eddy passthrough, exactly-once, 100 ms", run: latencyRow("eddy", true)},
 		{name: "lat-pass-alos-100ms", group: "latency", unit: "records", latency: true, desc: "latency of eddy passthrough, at-least-once, 100 ms", run: latencyRow("eddy", false)},
@@ -142,12 +153,17 @@ func (e *env) throughputRun(ctx context.Context, r *rowDef, round int, kind stri
 // throughputRunSettled is throughputRun that leaves the child running for settle after
 // its work is done, before it stops it.
 func (e *env) throughputRunSettled(ctx context.Context, r *rowDef, round int, kind string, spec childSpec, firstOut string, done doneFunc, ds *dataset, settle time.Duration) (*runResult, error) {
+	return e.throughputRunFrom(ctx, r, round, kind, spec, e.outputStarted(firstOut), done, ds, settle)
+}
+
+// throughputRunFrom is throughputRunSettled for a run that starts when started says so.
+func (e *env) throughputRunFrom(ctx context.Context, r *rowDef, round int, kind string, spec childSpec, started, done doneFunc, ds *dataset, settle time.Duration) (*runResult, error) {
 	name := fmt.Sprintf("%s-r%d", r.name, round)
 	c, err := e.startChild(kind, name, spec)
 	if err != nil {
 		return nil, err
 	}
-	secs, startup, err := e.measure(ctx, c, firstOut, done)
+	secs, startup, err := e.measureFrom(ctx, c, started, done)
 	if err == nil && settle > 0 {
 		err = sleepCtx(ctx, settle)
 	}
