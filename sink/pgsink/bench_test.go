@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eddy-streams/eddy/internal/pgtest"
+	"github.com/eddy-streams/eddy/sink"
 )
 
 // BenchmarkBatch compares the ways to write a batch of 1000 rows (k text, n bigint) in
@@ -100,4 +102,65 @@ func BenchmarkBatch(b *testing.B) {
 			b.ReportMetric(float64(b.N*rowsPer)/b.Elapsed().Seconds(), "rows/s")
 		})
 	}
+}
+
+// benchRecords are n records as the integration bench writes them: 16-byte keys,
+// 100-byte values, their source partition and offset.
+func benchRecords(n int) []sink.Record[[]byte, []byte] {
+	recs := make([]sink.Record[[]byte, []byte], n)
+	for i := range recs {
+		k := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(i)*0x9E3779B97F4A7C15), uint64(i))
+		recs[i] = sink.Record[[]byte, []byte]{Key: k, Value: make([]byte, 100), Topic: "in", Partition: int32(i % 8), Offset: int64(i)}
+	}
+	return recs
+}
+
+// benchTable is the upsert's table of the integration bench (k bytea primary key, v
+// bytea, guarded by partition and offset), as openTable makes it, without a server.
+func benchTable() *table[[]byte, []byte] {
+	t := Table[[]byte, []byte]{
+		Name: "bench", Columns: []string{"k", "v"}, Key: []string{"k"},
+		Row:             func(r sink.Record[[]byte, []byte]) ([]any, error) { return []any{r.Key, r.Value}, nil },
+		PartitionColumn: defaultPartitionColumn, OffsetColumn: defaultOffsetColumn,
+	}
+	return &table[[]byte, []byte]{Table: t, ident: identOf(t.Name), guarded: true, keyIdx: []int{0},
+		all: []string{"k", "v", defaultPartitionColumn, defaultOffsetColumn}}
+}
+
+// BenchmarkRows is the client's part of writing a batch of 5000 records, no server:
+// mapping them to rows (mapRow), and for the upsert keeping each key's last row
+// (dedup), which runs on every batch. Reported per row.
+//
+//	go test -run '^$' -bench Rows ./sink/pgsink
+func BenchmarkRows(b *testing.B) {
+	const n = 5000
+	recs := benchRecords(n)
+	tb := benchTable()
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			for _, r := range recs {
+				if _, err := tb.mapRow(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+	})
+	rows := make([]row, n)
+	for i, r := range recs {
+		var err error
+		if rows[i], err = tb.mapRow(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("dedup", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if got := tb.dedup(rows); len(got) != n {
+				b.Fatalf("dedup kept %d of %d distinct keys", len(got), n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+	})
 }
