@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -285,28 +286,49 @@ func (tb *table[K, V]) dedup(rows []row) []row {
 		return rows
 	}
 	last := make(map[string]int, len(rows))
+	keys := make([]string, len(rows))
 	var kb []byte
 	for i, r := range rows {
 		kb = kb[:0]
 		for _, k := range tb.keyIdx {
-			kb = fmt.Appendf(kb, "%T\x00%v\x00", r.vals[k], r.vals[k])
+			kb = appendKey(kb, r.vals[k])
 		}
-		last[string(kb)] = i
+		keys[i] = string(kb)
+		last[keys[i]] = i
 	}
 	if len(last) == len(rows) {
 		return rows
 	}
 	out := make([]row, 0, len(last))
 	for i, r := range rows {
-		kb = kb[:0]
-		for _, k := range tb.keyIdx {
-			kb = fmt.Appendf(kb, "%T\x00%v\x00", r.vals[k], r.vals[k])
-		}
-		if last[string(kb)] == i {
+		if last[keys[i]] == i {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// appendKey appends a key column's value to a batch key: a tag for its type (values
+// of two types stay two keys, as before), then for the common key types its bytes
+// with their length (so that the columns of a composite key cannot run into each
+// other), and for any other type its %T and %v. fmt for every key cost 0.8-2.3 µs
+// per row (BenchmarkRows/dedup, 16-byte keys), more than the mapping itself.
+func appendKey(kb []byte, v any) []byte {
+	switch x := v.(type) {
+	case []byte:
+		kb = binary.AppendUvarint(append(kb, 'b'), uint64(len(x)))
+		return append(kb, x...)
+	case string:
+		kb = binary.AppendUvarint(append(kb, 's'), uint64(len(x)))
+		return append(kb, x...)
+	case int64:
+		return binary.AppendVarint(append(kb, 'q'), x)
+	case int32:
+		return binary.AppendVarint(append(kb, 'l'), int64(x))
+	case int:
+		return binary.AppendVarint(append(kb, 'n'), int64(x))
+	}
+	return fmt.Appendf(append(kb, 'f'), "%T\x00%v\x00", v, v)
 }
 
 // write writes a batch: COPY for a table without Key, the unnest upsert otherwise.
