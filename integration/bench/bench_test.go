@@ -284,7 +284,7 @@ func TestAllHasPostgresRowsOnlyWithAServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(with) <= len(without) || !slices.Contains(with, "pg-copy") || !slices.Contains(with, "pg-upsert-w8") {
+	if len(with) <= len(without) || !slices.Contains(with, "pg-copy") || !slices.Contains(with, "pg-upsert-w8") || !slices.Contains(with, "pg-upsert-hot") {
 		t.Errorf("all with -postgres: %q, want the pg- rows too", with)
 	}
 	named, err := expandRows("postgres,pg-2pc-w8", false)

@@ -76,6 +76,9 @@
 //	pg-pipe           pgsink.Pipe (write-ahead: batches and offsets in one transaction)
 //	pg-eos-nosink     eddy exactly-once on the same input with no sink (records dropped):
 //	                  its commit times without the sink's steps
+//	pg-upsert-hot     diagnostic (group postgres-diag): the upsert of -records records
+//	                  whose keys are drawn from -pg-hot-keys keys (most writes update a
+//	                  row, as a per-key aggregate's do)
 //	pg-{upsert,2pc}-w8  diagnostic (group postgres-diag): with 8 workers (Config.Workers),
 //	                  8 statements in flight instead of GOMAXPROCS
 //	                  The postgres rows need -postgres DSN; "all" leaves them out without
@@ -172,6 +175,7 @@ type options struct {
 	childSpecArg string
 	postgres     string // DSN of the PostgreSQL rows' server
 	pgBatch      int    // rows per COPY or upsert statement of the PostgreSQL rows (0: pgsink's default)
+	pgHotKeys    int    // distinct keys of pg-upsert-hot's input
 }
 
 // tuning holds optional sarama settings applied alike to the pipes and to eddy (through
@@ -295,6 +299,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.prefix, "prefix", "", "prefix of every topic, group and transactional ID (default eddybench-<unix time>)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics and the work directory")
 	fs.StringVar(&o.postgres, "postgres", "", "DSN of the PostgreSQL server of the postgres rows (integration/postgres.sh dsn); without it \"all\" leaves them out")
+	fs.IntVar(&o.pgHotKeys, "pg-hot-keys", 10_000, "distinct keys of the pg-upsert-hot row's input (-records records)")
 	fs.IntVar(&o.pgBatch, "pg-batch", 0, "rows per COPY or upsert statement of the postgres rows: the COPY pipe's batches, pgsink's Options.BatchRows and PipeConfig.BatchRecords (0: pgsink's default, 5000)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 15*time.Minute, "give up on a run after this long")
 	fs.BoolVar(&o.verbose, "v", false, "log progress details")
@@ -344,7 +349,7 @@ func parseFlags(args []string) (*options, error) {
 		o.profileRows = o.rows
 	}
 	switch {
-	case o.records < 1, o.words < 1, o.clKeys < 1, o.memKeys < 1, o.killUpdates < 1, o.costRecords < 1, o.winEvents < 1, o.winKeys < 1:
+	case o.records < 1, o.pgHotKeys < 1, o.words < 1, o.clKeys < 1, o.memKeys < 1, o.killUpdates < 1, o.costRecords < 1, o.winEvents < 1, o.winKeys < 1:
 		return nil, errors.New("-records, -words, -changelog-keys, -mem-keys, -kill-updates, -cost-records, -win-events and -win-keys must be positive")
 	case o.valueSize < 20:
 		return nil, errors.New("-value-size must be at least 20")

@@ -48,8 +48,9 @@ type env struct {
 
 	pg         *pgxpool.Pool // the postgres rows' server, opened by the first
 	pgVersion  string
-	pgSettings string // what the report says of the server
-	postmaster int    // its postmaster's PID when it runs on this host, else 0
+	pgSettings string   // what the report says of the server
+	postmaster int      // its postmaster's PID when it runs on this host, else 0
+	hotIn      *dataset // pg-upsert-hot's input
 }
 
 func (e *env) logf(format string, args ...any) {

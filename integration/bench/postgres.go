@@ -188,19 +188,25 @@ func pgRow(mode string) func(context.Context, *env, *rowDef, int) (*runResult, e
 		if err != nil {
 			return nil, err
 		}
+		ds := e.input
+		if mode == "pg-upsert-hot" {
+			if ds, err = e.needHotInput(ctx); err != nil {
+				return nil, err
+			}
+		}
 		id := e.runID(r.name, round)
 		defer e.cleanupRun(id)
 		table := pgTableName(id)
-		want := e.input.Records
+		want := ds.Records
 		spec := childSpec{
-			Row: r.name, Input: e.input.Topic, Group: id, Partitions: int32(e.o.partitions),
+			Row: r.name, Input: ds.Topic, Group: id, Partitions: int32(e.o.partitions),
 			CommitInterval: 100 * time.Millisecond, Postgres: e.o.postgres, Table: table, PGBatch: e.o.pgBatch,
 			StateDir: e.stateDir(id),
 		}
 		spec.Tune.Workers = nameSuffixInt(r.name, "-w") // diagnostic rows *-w<N>: eddy Config.Workers
 		nosink := strings.HasSuffix(mode, "-nosink")
 		if !nosink {
-			keyed := mode == "pg-upsert" || mode == "pg-copy-pk"
+			keyed := mode == "pg-upsert" || mode == "pg-upsert-hot" || mode == "pg-copy-pk"
 			if _, err := pool.Exec(ctx, pgDDL(table, keyed)); err != nil {
 				return nil, fmt.Errorf("create table %s: %w", table, err)
 			}
@@ -215,7 +221,7 @@ func pgRow(mode string) func(context.Context, *env, *rowDef, int) (*runResult, e
 		}
 		kind := "eddy"
 		started, rowsDone := e.pgAnyRow(pool, table), e.pgRows(pool, table, want)
-		done := allDone(e.committedThrough(ctx, id, e.input, nil), rowsDone)
+		done := allDone(e.committedThrough(ctx, id, ds, nil), rowsDone)
 		switch mode {
 		case "pg-copy", "pg-copy-pk":
 			kind = "pg-copy"
@@ -224,15 +230,21 @@ func pgRow(mode string) func(context.Context, *env, *rowDef, int) (*runResult, e
 			done = allDone(e.pgPipeThrough(pool, id, want), rowsDone)
 		case "pg-2pc", "pg-upsert":
 			spec.Topology, spec.ExactlyOnce = mode, mode == "pg-2pc"
+		case "pg-upsert-hot":
+			// Fewer rows than records: done when the offsets, committed after each
+			// commit's last upsert, cover the input.
+			spec.Topology = "pg-upsert"
+			want = -1
+			done = e.committedThrough(ctx, id, ds, nil)
 		case "pg-eos-nosink":
 			spec.Topology, spec.ExactlyOnce = "drop", true
-			started = e.committedAny(id, e.input)
-			done = e.committedThrough(ctx, id, e.input, nil)
+			started = e.committedAny(id, ds)
+			done = e.committedThrough(ctx, id, ds, nil)
 		default:
 			return nil, fmt.Errorf("unknown PostgreSQL row mode %q", mode)
 		}
 		cpu0 := serverCPU(e.postmaster)
-		res, err := e.throughputRunFrom(ctx, r, round, kind, spec, started, done, e.input, 0)
+		res, err := e.throughputRunFrom(ctx, r, round, kind, spec, started, done, ds, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -244,12 +256,33 @@ func pgRow(mode string) func(context.Context, *env, *rowDef, int) (*runResult, e
 			if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()).Scan(&res.PGRows); err != nil {
 				return nil, fmt.Errorf("count the rows of %s: %w", table, err)
 			}
-			if res.PGRows != want {
+			if want >= 0 && res.PGRows != want {
 				e.logf("  %s: %d rows in %s for %d input records", r.name, res.PGRows, table, want)
 			}
 		}
 		return res, nil
 	}
+}
+
+// needHotInput writes the input of pg-upsert-hot once: -records records like the pipe
+// input's, their keys drawn at random from -pg-hot-keys keys, so that most upserts
+// update a row (a per-key aggregate's updates) instead of adding one.
+func (e *env) needHotInput(ctx context.Context) (*dataset, error) {
+	if e.hotIn != nil {
+		return e.hotIn, nil
+	}
+	P := int32(e.o.partitions)
+	topic := e.o.prefix + "-hot-input"
+	if err := e.createTopic(ctx, topic, P, nil); err != nil {
+		return nil, err
+	}
+	ds, err := e.produce(ctx, topic, P, e.o.records, keyed(e.rng, e.o.valueSize, P, e.o.pgHotKeys, true), "", 0)
+	if err != nil {
+		return nil, err
+	}
+	e.hotIn = ds
+	e.logf("  wrote %d records of %d keys to %s", ds.Records, e.o.pgHotKeys, topic)
+	return ds, nil
 }
 
 // pgAnyRow: the table holds a row (a run's start).
