@@ -16,7 +16,8 @@ import (
 // BenchmarkBatch compares the ways to write a batch of 1000 rows (k text, n bigint) in
 // one transaction: COPY, one multi-row INSERT … VALUES, and one INSERT … SELECT FROM
 // unnest(arrays) (what the targets use for keyed tables); and, for keyed tables, the
-// upsert as VALUES and as unnest. Reported as rows/s.
+// upsert as VALUES, as unnest, and as COPY into a temporary table then INSERT … SELECT
+// from it. Reported as rows/s.
 //
 //	EDDY_TEST_POSTGRES=$(integration/postgres.sh dsn) go test -run '^$' -bench Batch -benchtime 200x ./sink/pgsink
 func BenchmarkBatch(b *testing.B) {
@@ -74,6 +75,22 @@ func BenchmarkBatch(b *testing.B) {
 		}},
 		{"upsert/unnest", true, func(tx pgx.Tx, table string) error {
 			_, err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s (k, n) SELECT * FROM unnest($1::text[], $2::bigint[]) ON CONFLICT (k) DO UPDATE SET n = EXCLUDED.n", table), keys, ns)
+			return err
+		}},
+		// COPY into a temporary table, then the upsert from it (possible for NewUpsert,
+		// whose transactions are not PREPAREd; not for NewTwoPhase).
+		{"upsert/copytemp", true, func(tx pgx.Tx, table string) error {
+			if _, err := tx.Exec(ctx, "CREATE TEMP TABLE stage (k text, n bigint) ON COMMIT DROP"); err != nil {
+				return err
+			}
+			src := make([][]any, rowsPer)
+			for i := range src {
+				src[i] = []any{keys[i], ns[i]}
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"stage"}, []string{"k", "n"}, pgx.CopyFromRows(src)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s (k, n) SELECT k, n FROM stage ON CONFLICT (k) DO UPDATE SET n = EXCLUDED.n", table))
 			return err
 		}},
 	}
