@@ -81,6 +81,22 @@ type Config struct {
 	// (docs/operations.md, "Static membership"). This is not the instance ID kept in
 	// the state dir (InstanceIDFile), which names the transactional IDs.
 	InstanceID string
+	// NumStandbyReplicas is how many standby replicas each task with persistent logged
+	// stores keeps on other instances (Kafka Streams' num.standby.replicas): a standby
+	// opens the task's stores in its own state dir and tails their changelogs
+	// (read_committed, never past the last stable offset) into them, keeping their
+	// checkpoints; it processes nothing and writes nothing to Kafka. When the active
+	// task's instance dies, the task goes to an instance holding a standby, which
+	// restores only the tail the standby had not read yet, instead of the whole
+	// changelog. A standby is never placed on the instance running the task (nor two
+	// on one instance): with fewer other instances the task has fewer standbys, and
+	// the leader says so in a log line. Each standby costs its instance the store's
+	// disk and a few changelog requests a second. Default 0: none, and a
+	// moved task restores from wherever its new instance's state is (the whole
+	// changelog on an instance that never held it). In-memory stores and stores
+	// restored from their source topic are not kept by standbys (docs/architecture.md,
+	// "Standby replicas").
+	NumStandbyReplicas int
 	// StateDir holds the task stores: <StateDir>/<ApplicationID>/<taskID>/. Default:
 	// <os.TempDir()>/eddy. A state dir is used by one instance at a time.
 	StateDir string
@@ -266,6 +282,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Workers == 0 {
 		c.Workers = goruntime.GOMAXPROCS(0)
+	}
+	if c.NumStandbyReplicas < 0 {
+		return c, configErr("NumStandbyReplicas", "%d is negative: want 0 (no standbys) or the number of standby replicas per task", c.NumStandbyReplicas)
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1

@@ -548,6 +548,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, ReplicationFactor: -2}, "ReplicationFactor"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, InternalTopicConfigs: map[string]string{"cleanup.policy": "delete"}}, "InternalTopicConfigs"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, InternalTopicConfigs: map[string]string{"retention.ms": "1000"}}, "InternalTopicConfigs"},
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, NumStandbyReplicas: -1}, "NumStandbyReplicas"},
 	}
 	for _, tc := range cases {
 		_, err := eddy.New(topo, tc.cfg)
