@@ -22,6 +22,10 @@ type subscriptionData struct {
 	Owned   []string `json:"owned,omitempty"` // tasks assigned to it in the last generation
 	State   []string `json:"state,omitempty"` // tasks it has a local store file of
 	Host    string   `json:"host,omitempty"`  // advertised host:port for interactive queries
+	// Standby are the tasks it kept a standby replica of in the last generation
+	// (Config.NumStandbyReplicas): the leader leaves them there, so a standby's state
+	// stays warm across rebalances.
+	Standby []string `json:"standby,omitempty"`
 	// Epoch changes when the member asks for a new generation (after a task of its was
 	// fenced): different metadata makes the coordinator rebalance.
 	Epoch int `json:"epoch,omitempty"`
@@ -31,6 +35,10 @@ type subscriptionData struct {
 type assignmentData struct {
 	Version int                 `json:"v"`
 	Hosts   map[string][]string `json:"hosts,omitempty"` // host → tasks
+	// Standby are the tasks the receiving member keeps a standby replica of (this
+	// member's alone: AssignmentData is made per member). A member of an older eddy
+	// ignores the field and keeps no standby.
+	Standby []string `json:"standby,omitempty"`
 }
 
 // assignor is the group's balance strategy. It gives partition p of every source topic
@@ -42,25 +50,36 @@ type assignmentData struct {
 // of new tasks must be created (they fence older producers and settle their
 // transactions, so the offsets read next are stable).
 type assignor struct {
-	graph       *graph.Graph
-	appID       string
-	topicToSub  map[string]int // resolved source topic → sub-topology ID
-	host        string
-	localState  func() []processor.TaskID
-	onAssign    func(tasks []processor.TaskID, generation int32, hosts map[string][]string)
-	logf        func(msg string, args ...any)
+	graph      *graph.Graph
+	appID      string
+	topicToSub map[string]int // resolved source topic → sub-topology ID
+	host       string
+	localState func() []processor.TaskID
+	onAssign   func(tasks, standby []processor.TaskID, generation int32, hosts map[string][]string)
+	logf       func(msg string, args ...any)
+	// standbys is Config.NumStandbyReplicas, as the leader places them; stateful
+	// holds the sub-topologies whose tasks have stores a standby keeps.
+	standbys    int
+	stateful    map[int]bool
 	mu          sync.Mutex
 	owned       []processor.TaskID
+	standby     []processor.TaskID // the standby replicas this member kept in the last generation
 	epoch       int
-	lastHosts   map[string][]string // leader: hosts of the plan being synced
-	lastMembers map[string]string   // leader: member → host
+	lastHosts   map[string][]string           // leader: hosts of the plan being synced
+	lastMembers map[string]string             // leader: member → host
+	lastStandby map[string][]processor.TaskID // leader: member → its standby tasks in the plan
 }
 
 func newAssignor(g *graph.Graph, appID string) *assignor {
-	a := &assignor{graph: g, appID: appID, topicToSub: map[string]int{}}
+	a := &assignor{graph: g, appID: appID, topicToSub: map[string]int{}, stateful: map[int]bool{}}
 	for _, s := range g.Subtopologies {
 		for _, t := range s.AllSourceTopics(appID) {
 			a.topicToSub[t] = s.ID
+		}
+		for _, st := range s.Stores {
+			if standbyKeeps(st) {
+				a.stateful[s.ID] = true
+			}
 		}
 	}
 	return a
@@ -74,6 +93,9 @@ func (a *assignor) SubscriptionUserData(topics []string) ([]byte, error) {
 	sd := subscriptionData{Version: 1, Host: a.host, Epoch: a.epoch}
 	for _, t := range a.owned {
 		sd.Owned = append(sd.Owned, t.String())
+	}
+	for _, t := range a.standby {
+		sd.Standby = append(sd.Standby, t.String())
 	}
 	a.mu.Unlock()
 	if a.localState != nil {
@@ -118,6 +140,15 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	tasks := a.tasks(topics)
 	ids, subs := a.subscriptions(members)
 	assignment := assignTasks(tasks, ids, subs)
+	var standby map[string][]processor.TaskID
+	if a.standbys > 0 {
+		var short []processor.TaskID
+		standby, short = assignStandbys(a.statefulTasks(tasks), a.standbys, ids, subs, assignment)
+		if len(short) > 0 && a.logf != nil {
+			a.logf("fewer standby replicas than Config.NumStandbyReplicas: a task's standbys go to other instances than its active one, one per instance, and there are not enough of them; start more instances to have them all",
+				"num_standby_replicas", a.standbys, "instances", len(ids), "tasks_short", len(short), "first", short[0].String())
+		}
+	}
 
 	plan := sarama.BalanceStrategyPlan{}
 	hosts := map[string][]string{}
@@ -139,7 +170,7 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 		}
 	}
 	a.mu.Lock()
-	a.lastHosts, a.lastMembers = hosts, memberHosts
+	a.lastHosts, a.lastMembers, a.lastStandby = hosts, memberHosts, standby
 	a.mu.Unlock()
 	return plan, nil
 }
@@ -229,6 +260,117 @@ func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscri
 	return out
 }
 
+// standbyKeeps reports whether a standby replica keeps store st: persistent stores
+// with a changelog of their own. An in-memory store is rebuilt at every start anyway,
+// and a store whose changelog is its source topic is restored up to the task's
+// committed input offset, which only the active task knows.
+func standbyKeeps(st *graph.Store) bool {
+	return st.Logged && !st.InMemory && st.SourceTopic == ""
+}
+
+// statefulTasks returns the tasks that have stores a standby keeps.
+func (a *assignor) statefulTasks(tasks []processor.TaskID) []processor.TaskID {
+	var out []processor.TaskID
+	for _, t := range tasks {
+		if a.stateful[t.Subtopology] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// assignStandbys places n standby replicas of each stateful task (sorted), never on
+// the member running the task (active: the actives' plan) nor two on one member, as
+// Kafka Streams' assignors do. Each goes first to a member that kept it in the last
+// generation (so a standby stays warm across rebalances), then to a member holding the
+// task's local state, then to the member with the fewest tasks, standbys and actives
+// together; at most ceil(standbys/members) standbys each while another member can take
+// it. short lists the tasks left with fewer than n (fewer than n+1 members).
+func assignStandbys(tasks []processor.TaskID, n int, ids []string, subs map[string]subscriptionData, active map[string][]processor.TaskID) (out map[string][]processor.TaskID, short []processor.TaskID) {
+	out = map[string][]processor.TaskID{}
+	if len(ids) == 0 || n <= 0 {
+		return out, nil
+	}
+	runs := map[processor.TaskID]string{}
+	for id, ts := range active {
+		for _, t := range ts {
+			runs[t] = id
+		}
+	}
+	prev := map[processor.TaskID][]string{}
+	for _, id := range ids {
+		for _, s := range subs[id].Standby {
+			if t, err := processor.ParseTaskID(s); err == nil {
+				prev[t] = append(prev[t], id)
+			}
+		}
+	}
+	_, holders := claims(ids, subs)
+	total := 0
+	for range tasks {
+		total += min(n, len(ids)-1)
+	}
+	capacity := (total + len(ids) - 1) / len(ids)
+	has := map[processor.TaskID]map[string]bool{}
+	give := func(id string, t processor.TaskID, limit int) bool {
+		if id == runs[t] || has[t][id] || len(has[t]) >= n || len(out[id]) >= limit {
+			return false
+		}
+		if has[t] == nil {
+			has[t] = map[string]bool{}
+		}
+		has[t][id] = true
+		out[id] = append(out[id], t)
+		return true
+	}
+	for _, t := range tasks {
+		for _, id := range prev[t] {
+			give(id, t, capacity)
+		}
+	}
+	for _, t := range tasks {
+		for _, id := range holders[t] {
+			give(id, t, capacity)
+		}
+	}
+	load := func(id string) int { return len(out[id]) + len(active[id]) }
+	for _, limit := range []int{capacity, len(tasks)} {
+		for _, t := range tasks {
+			for len(has[t]) < n {
+				best := ""
+				for _, id := range ids {
+					if id == runs[t] || has[t][id] || len(out[id]) >= limit {
+						continue
+					}
+					if best == "" || load(id) < load(best) {
+						best = id
+					}
+				}
+				if best == "" || !give(best, t, limit) {
+					break
+				}
+			}
+		}
+	}
+	for _, t := range tasks {
+		if len(has[t]) < n {
+			short = append(short, t)
+		}
+	}
+	for id := range out {
+		slices.SortFunc(out[id], compareTasks)
+	}
+	return out, short
+}
+
+// compareTasks orders tasks as sortedTasks does: by partition, then sub-topology.
+func compareTasks(a, b processor.TaskID) int {
+	if a.Partition != b.Partition {
+		return int(a.Partition) - int(b.Partition)
+	}
+	return a.Subtopology - b.Subtopology
+}
+
 // claims reads the members' subscriptions: the previous owner of each task (the first
 // member, in ID order, to claim it) and the members holding its local state.
 func claims(ids []string, subs map[string]subscriptionData) (owner map[processor.TaskID]string, holders map[processor.TaskID][]string) {
@@ -286,8 +428,13 @@ func leastLoaded(out map[string][]processor.TaskID, ids []string, capacity, sub 
 func (a *assignor) AssignmentData(memberID string, topics map[string][]int32, generationID int32) ([]byte, error) {
 	a.mu.Lock()
 	hosts := a.lastHosts
+	standby := a.lastStandby[memberID]
 	a.mu.Unlock()
-	return json.Marshal(assignmentData{Version: 1, Hosts: hosts})
+	ad := assignmentData{Version: 1, Hosts: hosts}
+	for _, t := range standby {
+		ad.Standby = append(ad.Standby, t.String())
+	}
+	return json.Marshal(ad)
 }
 
 // OnAssignment implements sarama.OnAssignmentBalanceStrategy. It runs synchronously on
@@ -303,11 +450,22 @@ func (a *assignor) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment
 			}
 		}
 	}
+	standby := map[processor.TaskID]bool{}
+	for _, s := range ad.Standby {
+		if t, err := processor.ParseTaskID(s); err == nil && a.stateful[t.Subtopology] {
+			standby[t] = true
+		}
+	}
+	for _, t := range tasks {
+		delete(standby, t) // never a standby of a task it runs (the leader never plans one)
+	}
+	standbyTasks := sortedTasks(standby)
 	a.mu.Lock()
 	a.owned = slices.Clone(tasks)
+	a.standby = slices.Clone(standbyTasks)
 	a.mu.Unlock()
 	if a.onAssign != nil {
-		a.onAssign(tasks, generationID, ad.Hosts)
+		a.onAssign(tasks, standbyTasks, generationID, ad.Hosts)
 	}
 }
 

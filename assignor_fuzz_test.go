@@ -79,7 +79,7 @@ func FuzzAssignmentUserData(f *testing.F) {
 		var gotHosts map[string][]string
 		var gotTasks []processor.TaskID
 		calls := 0
-		a.onAssign = func(tasks []processor.TaskID, _ int32, hosts map[string][]string) {
+		a.onAssign = func(tasks, _ []processor.TaskID, _ int32, hosts map[string][]string) {
 			calls++
 			gotTasks, gotHosts = tasks, hosts
 		}

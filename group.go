@@ -17,7 +17,7 @@ import (
 // onAssignment runs on sarama's rebalance path right after SyncGroup: it closes the
 // tasks this instance lost and creates the producers of the tasks it gained (in
 // parallel, bounded in time), before sarama reads the committed offsets.
-func (rt *runtime) onAssignment(assigned []processor.TaskID, generation int32, hosts map[string][]string) {
+func (rt *runtime) onAssignment(assigned, standby []processor.TaskID, generation int32, hosts map[string][]string) {
 	rt.metrics.Rebalance()
 	prevGen := rt.registry.newGeneration(generation, hosts)
 	// A task kept across a generation gap may have been owned and changed by another
@@ -29,7 +29,7 @@ func (rt *runtime) onAssignment(assigned []processor.TaskID, generation int32, h
 		t.close()
 	}
 	if len(closing) > 0 || len(fresh) > 0 {
-		rt.logger.Info("assignment", "generation", generation, "tasks", assigned, "closed", len(closing), "new", len(fresh))
+		rt.logger.Info("assignment", "generation", generation, "tasks", assigned, "closed", len(closing), "new", len(fresh), "standby", standby)
 	}
 	if rt.cfg.Guarantee != ExactlyOnce {
 		return

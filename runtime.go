@@ -146,6 +146,7 @@ func newRuntime(a *App) (*runtime, error) {
 func (rt *runtime) useAssignor() {
 	rt.assignor = newAssignor(rt.g, rt.cfg.ApplicationID)
 	rt.assignor.host = rt.cfg.AdvertisedAddr
+	rt.assignor.standbys = rt.cfg.NumStandbyReplicas
 	rt.assignor.onAssign = rt.onAssignment
 	rt.assignor.localState = rt.localState
 	rt.assignor.logf = func(msg string, args ...any) { rt.logger.Warn(msg, args...) }

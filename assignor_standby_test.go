@@ -1,0 +1,198 @@
+package eddy
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// standbyAssignor is the word count's assignor (sub-topology 0 splits lines and has no
+// store, sub-topology 1 counts into the logged store "counts") with n standbys.
+func standbyAssignor(t *testing.T, n int) (*assignor, *[]string) {
+	t.Helper()
+	topo, err := wordcount.Topology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAssignor(graph.Of(topo), "app")
+	a.standbys = n
+	var logged []string
+	a.logf = func(msg string, args ...any) {
+		logged = append(logged, msg+" "+strings.TrimSpace(fmt.Sprintln(args...)))
+	}
+	return a, &logged
+}
+
+// planStandbys runs the leader's plan and returns each member's active tasks and the
+// standby tasks its assignment data carries.
+func planStandbys(t *testing.T, a *assignor, members map[string]sarama.ConsumerGroupMemberMetadata) (active, standby map[string][]string) {
+	t.Helper()
+	plan, err := a.Plan(members, fourPartitions(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, standby = map[string][]string{}, map[string][]string{}
+	for m, topics := range plan {
+		for _, id := range a.tasksOf(topics) {
+			active[m] = append(active[m], id.String())
+		}
+		data, err := a.AssignmentData(m, topics, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ad assignmentData
+		if err := json.Unmarshal(data, &ad); err != nil {
+			t.Fatal(err)
+		}
+		standby[m] = ad.Standby
+	}
+	return active, standby
+}
+
+// checkStandbys checks every stateful task (1_p) has want standbys, none on its active
+// member, none twice on a member, and no stateless task (0_p) has any.
+func checkStandbys(t *testing.T, active, standby map[string][]string, want int) {
+	t.Helper()
+	runs := map[string]string{}
+	for m, ts := range active {
+		for _, id := range ts {
+			runs[id] = m
+		}
+	}
+	count := map[string]int{}
+	for m, ts := range standby {
+		seen := map[string]bool{}
+		for _, id := range ts {
+			if strings.HasPrefix(id, "0_") {
+				t.Errorf("stateless task %s has a standby on %s", id, m)
+			}
+			if runs[id] == m {
+				t.Errorf("standby of %s on %s, which runs it", id, m)
+			}
+			if seen[id] {
+				t.Errorf("two standbys of %s on %s", id, m)
+			}
+			seen[id] = true
+			count[id]++
+		}
+	}
+	for p := 0; p < 4; p++ {
+		if id := fmt.Sprintf("1_%d", p); count[id] != want {
+			t.Errorf("task %s has %d standbys, want %d (standbys %v, actives %v)", id, count[id], want, standby, active)
+		}
+	}
+}
+
+func TestAssignorPlacesStandbys(t *testing.T) {
+	a, logged := standbyAssignor(t, 1)
+	members := map[string]sarama.ConsumerGroupMemberMetadata{
+		"m1": member(t, subscriptionData{Version: 1}),
+		"m2": member(t, subscriptionData{Version: 1}),
+		"m3": member(t, subscriptionData{Version: 1}),
+	}
+	active, standby := planStandbys(t, a, members)
+	checkStandbys(t, active, standby, 1)
+	for m, ts := range standby {
+		if len(ts) > 2 {
+			t.Errorf("%s keeps %d standbys of 4 over 3 members: %v", m, len(ts), ts)
+		}
+	}
+	if len(*logged) > 0 {
+		t.Errorf("warned with enough members: %v", *logged)
+	}
+
+	// Stable: the next generation, with each member reporting what it ran and kept,
+	// gives the same standbys.
+	for m := range members {
+		members[m] = member(t, subscriptionData{Version: 1, Owned: active[m], Standby: standby[m]})
+	}
+	active2, standby2 := planStandbys(t, a, members)
+	for m := range members {
+		if !slices.Equal(active2[m], active[m]) || !slices.Equal(standby2[m], standby[m]) {
+			t.Errorf("%s: actives %v → %v, standbys %v → %v across a rebalance with the same members", m, active[m], active2[m], standby[m], standby2[m])
+		}
+	}
+
+	// A fourth member joins: each member keeps as many of its standbys as its share
+	// (4 standbys over 4 members: 1) allows, unless it now runs the task.
+	members["m4"] = member(t, subscriptionData{Version: 1})
+	active3, standby3 := planStandbys(t, a, members)
+	checkStandbys(t, active3, standby3, 1)
+	for m, ts := range standby2 {
+		kept, could := 0, 0
+		for _, id := range ts {
+			if !slices.Contains(active3[m], id) {
+				could++
+			}
+			if slices.Contains(standby3[m], id) {
+				kept++
+			}
+		}
+		if kept < min(could, 1) {
+			t.Errorf("%s kept %d of its standbys %v when m4 joined (now %v, runs %v)", m, kept, ts, standby3[m], active3[m])
+		}
+	}
+	for m, ts := range standby3 {
+		if len(ts) > 2 {
+			t.Errorf("%s keeps %d standbys of 4 over 4 members: %v", m, len(ts), ts)
+		}
+	}
+}
+
+func TestAssignorStandbysShortOfMembers(t *testing.T) {
+	a, logged := standbyAssignor(t, 2)
+	members := map[string]sarama.ConsumerGroupMemberMetadata{
+		"m1": member(t, subscriptionData{Version: 1}),
+		"m2": member(t, subscriptionData{Version: 1}),
+	}
+	active, standby := planStandbys(t, a, members)
+	checkStandbys(t, active, standby, 1)
+	if len(*logged) != 1 || !strings.Contains((*logged)[0], "NumStandbyReplicas") || !strings.Contains((*logged)[0], "tasks_short 4") {
+		t.Errorf("log lines %q; want one naming NumStandbyReplicas and the 4 tasks short", *logged)
+	}
+
+	// One member: no standby anywhere.
+	a1, _ := standbyAssignor(t, 1)
+	active, standby = planStandbys(t, a1, map[string]sarama.ConsumerGroupMemberMetadata{"m1": member(t, subscriptionData{Version: 1})})
+	checkStandbys(t, active, standby, 0)
+}
+
+// OnAssignment hands the runtime the standbys of its assignment data, less any of a
+// task it runs or of a task without stores a standby keeps, and reports them in its
+// next subscription.
+func TestOnAssignmentReadsStandbys(t *testing.T) {
+	a, _ := standbyAssignor(t, 1)
+	var got []processor.TaskID
+	a.onAssign = func(_, standby []processor.TaskID, _ int32, _ map[string][]string) { got = standby }
+	data, _ := json.Marshal(assignmentData{Version: 1, Standby: []string{"1_2", "1_0", "0_1", "1_3", "9_9", "bad"}})
+	topics := map[string][]int32{}
+	for topic, sub := range a.topicToSub {
+		if sub == 1 {
+			topics[topic] = []int32{3}
+		}
+	}
+	a.OnAssignment(&sarama.ConsumerGroupMemberAssignment{Topics: topics, UserData: data}, 3)
+	want := []processor.TaskID{{Subtopology: 1, Partition: 0}, {Subtopology: 1, Partition: 2}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("standbys %v; want %v", got, want)
+	}
+	sub, err := a.SubscriptionUserData(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sd subscriptionData
+	if err := json.Unmarshal(sub, &sd); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sd.Standby, []string{"1_0", "1_2"}) {
+		t.Fatalf("subscription standbys %v; want [1_0 1_2]", sd.Standby)
+	}
+}
