@@ -31,6 +31,10 @@ func (rt *runtime) onAssignment(assigned, standby []processor.TaskID, generation
 	if len(closing) > 0 || len(fresh) > 0 {
 		rt.logger.Info("assignment", "generation", generation, "tasks", assigned, "closed", len(closing), "new", len(fresh), "standby", standby)
 	}
+	// After the active tasks lost are closed (a standby may be placed where its task
+	// ran: the file must be free) and before any new task opens its file (in the
+	// session, after this): a standby promoted to active is stopped here.
+	rt.reconcileStandbys(standby)
 	if rt.cfg.Guarantee != ExactlyOnce {
 		return
 	}

@@ -67,6 +67,8 @@ type runtime struct {
 	settings taskSettings
 	// workers run the tasks, a share each, unless Config.ProducerPerTask.
 	workers []*worker
+	// standbys are the standby replicas this instance keeps (standby.go).
+	standbys standbys
 
 	mu     sync.Mutex
 	rejoin chan struct{} // closed to end the current session
@@ -201,6 +203,7 @@ func (rt *runtime) purgeClient() (recordDeleter, error) {
 }
 
 func (rt *runtime) close() {
+	rt.stopStandbys()
 	for _, t := range rt.registry.takeAll() {
 		t.close()
 	}

@@ -2,7 +2,9 @@ package eddy
 
 import (
 	"sort"
+	"time"
 
+	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -26,7 +28,8 @@ type TasksView struct {
 	// yet). It does not change when a static member restarts within the session
 	// timeout: a generation that moves is a rebalance.
 	Generation int32 `json:"generation"`
-	// Tasks are this instance's tasks, in task order.
+	// Tasks are this instance's tasks, in task order: the active ones, then the
+	// standby replicas (Config.NumStandbyReplicas).
 	Tasks []TaskView `json:"tasks"`
 	// Elsewhere are the tasks of the other instances that announced an
 	// AdvertisedAddr, by that address (the group's last assignment).
@@ -36,10 +39,12 @@ type TasksView struct {
 // TaskView is one task of TasksView.
 type TaskView struct {
 	Task string `json:"task"`
-	// Role is "active" (the task processes here). Standby replicas will add "standby".
+	// Role is "active" (the task processes here) or "standby" (a standby replica:
+	// its stores follow the changelogs here, and the task processes elsewhere).
 	Role string `json:"role"`
 	// State is the task's state on this instance: created (assigned, not started),
-	// restoring, running or suspended (between two group sessions).
+	// restoring, running or suspended (between two group sessions). A standby is
+	// restoring until it first reads its changelogs to their end, then running.
 	State    string `json:"state"`
 	Instance string `json:"instance"`
 	// Stores are the task's stores, in name order.
@@ -47,6 +52,14 @@ type TaskView struct {
 	// InputLag is the records left to read per source topic of the task's partition
 	// (running tasks; a transactional topic shows about one record, the commit marker).
 	InputLag map[string]int64 `json:"input_lag,omitempty"`
+	// StandbyRecords counts the changelog records a standby applied since it began
+	// here; CaughtUpAt is when it last found every store at its changelog's end (the
+	// lag in time: a standby caught up a second ago restores at most a second of
+	// changes when it becomes active); StandbyError is the last read's failure, while
+	// it retries.
+	StandbyRecords int64      `json:"standby_records,omitempty"`
+	CaughtUpAt     *time.Time `json:"caught_up_at,omitempty"`
+	StandbyError   string     `json:"standby_error,omitempty"`
 }
 
 // StoreView is one store of a task in TaskView.
@@ -62,6 +75,10 @@ type StoreView struct {
 	// RestoreRemaining is the changelog offsets left to restore, while the task
 	// restores the store (0 once restored in this session).
 	RestoreRemaining *int64 `json:"restore_remaining,omitempty"`
+	// Lag (standbys) is the changelog offsets the standby had left to read at its last
+	// read (the last stable offset minus its checkpoint then): what a promotion would
+	// restore, give or take the changes since.
+	Lag *int64 `json:"lag,omitempty"`
 }
 
 // TasksView returns what GET /tasks shows: this instance's tasks (Tasks lists their
@@ -100,6 +117,34 @@ func (a *App) TasksView() TasksView {
 			tv.Instance = v.Instance
 			v.Tasks = append(v.Tasks, tv)
 		}
+	}
+	for _, sb := range rt.standbyInfos() {
+		tv := sb.view(rt)
+		tv.Instance = v.Instance
+		v.Tasks = append(v.Tasks, tv)
+	}
+	return v
+}
+
+// view describes a standby for /tasks.
+func (sb standbyInfo) view(rt *runtime) TaskView {
+	v := TaskView{Task: sb.ID.String(), Role: "standby", State: taskRestoring.String(), StandbyRecords: sb.Restored}
+	if !sb.CaughtUp.IsZero() {
+		v.State = taskRunning.String()
+		at := sb.CaughtUp
+		v.CaughtUpAt = &at
+	}
+	if sb.Err != nil {
+		v.StandbyError = sb.Err.Error()
+	}
+	stores := make([]string, 0, len(sb.Checkpoints))
+	for name := range sb.Checkpoints {
+		stores = append(stores, name)
+	}
+	sort.Strings(stores)
+	for _, name := range stores {
+		cp, lag := sb.Checkpoints[name], sb.Lag[name]
+		v.Stores = append(v.Stores, StoreView{Store: name, Changelog: names.ChangelogTopic(rt.cfg.ApplicationID, name), Checkpoint: &cp, Lag: &lag})
 	}
 	return v
 }

@@ -57,6 +57,12 @@ type Restorer struct {
 	// Past it the restore fails with an error wrapping kread.ErrTransactionOpen, and
 	// leaves the store as it is: retrying later is safe.
 	StableWait time.Duration
+	// Tail takes the last stable offset for the end as it is, without waiting for the
+	// transactions open on the partition to end (StableWait): for a reader that reads
+	// again soon from where it stopped (a standby replica), which reads what lies behind
+	// an open transaction at a later round, once the transaction has ended. Never for a
+	// restore after which a task processes: see endOffsets.
+	Tail bool
 	// FetchMaxBytes bounds one fetch; default 2 MiB. Larger fetches read no faster
 	// (BENCHMARKS.md) but every restoring task holds one in memory, and its records
 	// until they are written.
@@ -261,6 +267,9 @@ func (run *restoreRun) restore(ctx context.Context) error {
 // committed and decided, and a user's producer keeping transactions open on the source
 // topic must not hold the restore up.
 func (run *restoreRun) endOffsets(ctx context.Context) (start, end int64, err error) {
+	if run.r.Tail {
+		return kread.EndOffsets(run.r.Client, run.topic, run.partition)
+	}
 	if run.r.HasUntil {
 		start, end, err = kread.EndOffsets(run.r.Client, run.topic, run.partition)
 		if err != nil || run.r.Until <= end {

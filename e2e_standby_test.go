@@ -1,0 +1,176 @@
+package eddy_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/changelog"
+	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// takeover is what one takeover did: the stateful tasks (the counts, sub-topology 1)
+// that moved from the stopped instance to the other, the records the other restored
+// for them, and their changelog partitions' lengths when the first instance stopped.
+type takeover struct {
+	moved     []string
+	restored  int64
+	changelog int64
+}
+
+// TestStandbyTakesOverWithTheTail runs two word-count instances with input flowing
+// and stops the one running half the counting tasks. With one standby replica per
+// task, the other instance keeps a standby of those tasks and restores only the tail
+// its standbys had not read when it takes them over; with none it restores their whole
+// changelogs. Either way the output is exactly once, and the stopped instance's own
+// standby (of the other's task) stops with it, cleanly.
+func TestStandbyTakesOverWithTheTail(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		with := standbyTakeover(t, c, 1)
+		without := standbyTakeover(t, c, 0)
+		t.Logf("with a standby: moved %v, restored %d records of a %d-record changelog; without: moved %v, restored %d of %d",
+			with.moved, with.restored, with.changelog, without.moved, without.restored, without.changelog)
+		if len(with.moved) == 0 || len(without.moved) == 0 {
+			t.Fatalf("no counting task moved (with %v, without %v)", with.moved, without.moved)
+		}
+		if with.restored > with.changelog/4 {
+			t.Errorf("with a standby, the takeover restored %d records of a %d-record changelog; want only the tail (at most a quarter)", with.restored, with.changelog)
+		}
+		if without.restored < without.changelog {
+			t.Errorf("without a standby, the takeover restored %d records of a %d-record changelog; want all of it", without.restored, without.changelog)
+		}
+	})
+}
+
+func standbyTakeover(t *testing.T, c *kafkatest.Cluster, standbys int) takeover {
+	t.Helper()
+	e := newWordCount(t, c, 2)
+	var mu sync.Mutex
+	phase := false // counting the second instance's restores
+	var res takeover
+	restored := map[string]int64{}
+	cfgs := make([]eddy.Config, 2)
+	for i := range cfgs {
+		cfgs[i] = e.config(t)
+		cfgs[i].NumStandbyReplicas = standbys
+		cfgs[i].OnRestore = func(task processor.TaskID, r changelog.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			if phase && i == 1 && r.Store == wordcount.StoreName {
+				restored[task.String()] += r.Records
+			}
+		}
+	}
+	e.produce(t, 300)
+	ins := []*instance{start(t, e.topo, cfgs[0]), start(t, e.topo, cfgs[1])}
+	e.waitCounts(t, 2*time.Minute, "the counts of the first lines")
+
+	// Input flows: 12 lines every 50 ms until the takeover is over.
+	produceCtx, stopProducing := context.WithCancel(context.Background())
+	produced := make(chan error, 1)
+	var produceMu sync.Mutex // e.want is the producer's while it runs
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-produceCtx.Done():
+				produced <- nil
+				return
+			case <-tick.C:
+			}
+			produceMu.Lock()
+			err := e.produceErr(12)
+			produceMu.Unlock()
+			if err != nil {
+				produced <- err
+				return
+			}
+		}
+	}()
+	defer stopProducing()
+
+	// Each instance runs one counting task; with standbys, each keeps a standby of
+	// the other's, caught up at least once.
+	var moved []string
+	waitFor(t, time.Minute, "each instance running one counting task (and the other's standby, caught up)", func() (bool, error) {
+		moved = moved[:0]
+		for i, in := range ins {
+			active, standby := 0, 0
+			for _, tv := range in.app.TasksView().Tasks {
+				if !strings.HasPrefix(tv.Task, "1_") {
+					continue
+				}
+				switch {
+				case tv.Role == "active" && tv.State == "running":
+					active++
+					if i == 0 {
+						moved = append(moved, tv.Task)
+					}
+				case tv.Role == "standby" && tv.State == "running":
+					standby++
+				}
+			}
+			if active != 1 || standby != standbys {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	time.Sleep(2 * time.Second) // the changelogs grow past what the standbys first read
+	res.moved = moved
+	msgs, err := c.ReadCommitted(ctxT(t), changelog.TopicName(e.appID, wordcount.StoreName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		for _, task := range moved {
+			if p, err := processor.ParseTaskID(task); err == nil && p.Partition == m.Partition {
+				res.changelog++
+			}
+		}
+	}
+	mu.Lock()
+	phase = true
+	mu.Unlock()
+	if err := ins[0].stop(); err != nil {
+		t.Fatalf("stopping the first instance (and its standby): %v", err)
+	}
+	waitFor(t, time.Minute, "the second instance running every task", func() (bool, error) {
+		if err, done := ins[1].exited(); done {
+			return false, err
+		}
+		running := 0
+		for _, tv := range ins[1].app.TasksView().Tasks {
+			if tv.Role == "standby" {
+				return false, nil // promoted or stopped: it has no other instance to keep one for
+			}
+			if tv.State == "running" {
+				running++
+			}
+		}
+		return running == 4, nil
+	})
+	mu.Lock()
+	for _, task := range moved {
+		res.restored += restored[task]
+	}
+	mu.Unlock()
+	stopProducing()
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	produceMu.Lock()
+	defer produceMu.Unlock()
+	e.waitCountsWhileRunning(t, ins[1], 2*time.Minute, "the counts after the takeover")
+	if err := ins[1].stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	e.checkExactlyOnce(t)
+	return res
+}
