@@ -26,6 +26,16 @@ type subscriptionData struct {
 	// (Config.NumStandbyReplicas): the leader leaves them there, so a standby's state
 	// stays warm across rebalances.
 	Standby []string `json:"standby,omitempty"`
+	// Offsets reports the state it holds of each task it has a store file of (its
+	// actives, its standbys, and task dirs left from earlier): the sum of the
+	// checkpoints of the task's stores a standby keeps, or caughtUp for a task it runs.
+	// The leader subtracts it from the sum of their changelogs' end offsets: the
+	// task's lag on that member (Kafka Streams' task offset sums, KIP-441), and an
+	// active task with no previous owner goes to the holder with the least lag.
+	Offsets map[string]int64 `json:"offsets,omitempty"`
+	// lag is the leader's reading of Offsets: task → changelog offsets the member's
+	// state is behind (not sent).
+	lag map[processor.TaskID]int64
 	// Epoch changes when the member asks for a new generation (after a task of its was
 	// fenced): different metadata makes the coordinator rebalance.
 	Epoch int `json:"epoch,omitempty"`
@@ -55,8 +65,12 @@ type assignor struct {
 	topicToSub map[string]int // resolved source topic → sub-topology ID
 	host       string
 	localState func() []processor.TaskID
-	onAssign   func(tasks, standby []processor.TaskID, generation int32, hosts map[string][]string)
-	logf       func(msg string, args ...any)
+	// taskOffsets (member) reports Offsets; endOffsets (leader) sums the end offsets of
+	// the kept stores' changelogs of each task. Either may be nil.
+	taskOffsets func() map[processor.TaskID]int64
+	endOffsets  func(tasks []processor.TaskID) map[processor.TaskID]int64
+	onAssign    func(tasks, standby []processor.TaskID, generation int32, hosts map[string][]string)
+	logf        func(msg string, args ...any)
 	// standbys is Config.NumStandbyReplicas, as the leader places them; stateful
 	// holds the sub-topologies whose tasks have stores a standby keeps.
 	standbys    int
@@ -103,6 +117,14 @@ func (a *assignor) SubscriptionUserData(topics []string) ([]byte, error) {
 			sd.State = append(sd.State, t.String())
 		}
 	}
+	if a.taskOffsets != nil {
+		for t, off := range a.taskOffsets() {
+			if sd.Offsets == nil {
+				sd.Offsets = map[string]int64{}
+			}
+			sd.Offsets[t.String()] = off
+		}
+	}
 	return json.Marshal(sd)
 }
 
@@ -139,6 +161,7 @@ func sortedTasks(set map[processor.TaskID]bool) []processor.TaskID {
 func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
 	tasks := a.tasks(topics)
 	ids, subs := a.subscriptions(members)
+	a.readLags(tasks, ids, subs)
 	assignment := assignTasks(tasks, ids, subs)
 	var standby map[string][]processor.TaskID
 	if a.standbys > 0 {
@@ -260,6 +283,52 @@ func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscri
 	return out
 }
 
+// caughtUp is what a member reports in Offsets for a task it runs (Kafka Streams'
+// LATEST_OFFSET): its state is the changelog's end.
+const caughtUp = -2
+
+// readLags fills each member's lag per task from the Offsets it reported and the
+// changelogs' end offsets (one ListOffsets per changelog partition of the tasks some
+// member reported state of). A sum above the end (a changelog recreated since) or a
+// task without end offsets gives no lag: such a holder comes after those with one.
+func (a *assignor) readLags(tasks []processor.TaskID, ids []string, subs map[string]subscriptionData) {
+	wanted := map[processor.TaskID]bool{}
+	reported := map[string]map[processor.TaskID]int64{}
+	for _, id := range ids {
+		for s, off := range subs[id].Offsets {
+			t, err := processor.ParseTaskID(s)
+			if err != nil || !a.stateful[t.Subtopology] {
+				continue
+			}
+			if reported[id] == nil {
+				reported[id] = map[processor.TaskID]int64{}
+			}
+			reported[id][t] = off
+			if off != caughtUp {
+				wanted[t] = true
+			}
+		}
+	}
+	var ends map[processor.TaskID]int64
+	if len(wanted) > 0 && a.endOffsets != nil {
+		ends = a.endOffsets(sortedTasks(wanted))
+	}
+	for _, id := range ids {
+		sd := subs[id]
+		sd.lag = map[processor.TaskID]int64{}
+		for t, off := range reported[id] {
+			end, ok := ends[t]
+			switch {
+			case off == caughtUp:
+				sd.lag[t] = 0
+			case ok && off >= 0 && off <= end:
+				sd.lag[t] = end - off
+			}
+		}
+		subs[id] = sd
+	}
+}
+
 // standbyKeeps reports whether a standby replica keeps store st: persistent stores
 // with a changelog of their own. An in-memory store is rebuilt at every start anyway,
 // and a store whose changelog is its source topic is restored up to the task's
@@ -372,7 +441,8 @@ func compareTasks(a, b processor.TaskID) int {
 }
 
 // claims reads the members' subscriptions: the previous owner of each task (the first
-// member, in ID order, to claim it) and the members holding its local state.
+// member, in ID order, to claim it) and the members holding its local state, the
+// freshest first (the least lag readLags found).
 func claims(ids []string, subs map[string]subscriptionData) (owner map[processor.TaskID]string, holders map[processor.TaskID][]string) {
 	owner = map[processor.TaskID]string{}
 	holders = map[processor.TaskID][]string{}
@@ -389,6 +459,26 @@ func claims(ids []string, subs map[string]subscriptionData) (owner map[processor
 				holders[t] = append(holders[t], id)
 			}
 		}
+	}
+	// The freshest state first: a known lag before none, the least lag first, then in
+	// member order (a stable sort of the sorted IDs).
+	for t, hs := range holders {
+		slices.SortStableFunc(hs, func(x, y string) int {
+			lx, okx := subs[x].lag[t]
+			ly, oky := subs[y].lag[t]
+			switch {
+			case okx && !oky:
+				return -1
+			case !okx && oky:
+				return 1
+			case okx && oky && lx != ly:
+				if lx < ly {
+					return -1
+				}
+				return 1
+			}
+			return 0
+		})
 	}
 	return owner, holders
 }

@@ -196,3 +196,35 @@ func TestOnAssignmentReadsStandbys(t *testing.T) {
 		t.Fatalf("subscription standbys %v; want [1_0 1_2]", sd.Standby)
 	}
 }
+
+// An active task whose previous owner is gone goes to the member whose state of it is
+// freshest (the least lag: changelog end minus the checkpoints it reported), not to the
+// first member holding a task dir; its standby to the next freshest.
+func TestAssignorPrefersFreshestState(t *testing.T) {
+	a, _ := standbyAssignor(t, 1)
+	var asked []processor.TaskID
+	a.endOffsets = func(tasks []processor.TaskID) map[processor.TaskID]int64 {
+		asked = tasks
+		out := map[processor.TaskID]int64{}
+		for _, id := range tasks {
+			out[id] = 1000
+		}
+		return out
+	}
+	members := map[string]sarama.ConsumerGroupMemberMetadata{
+		"m1": member(t, subscriptionData{Version: 1, State: []string{"1_0"}}),                                                 // a dir, no checkpoints
+		"m2": member(t, subscriptionData{Version: 1, State: []string{"1_0"}, Offsets: map[string]int64{"1_0": 100}}),          // 900 behind
+		"m3": member(t, subscriptionData{Version: 1, State: []string{"1_0"}, Offsets: map[string]int64{"1_0": 995}}),          // a warm standby
+		"m4": member(t, subscriptionData{Version: 1, State: []string{"1_0"}, Offsets: map[string]int64{"1_0": 5000, "x": 1}}), // above the end: recreated
+	}
+	active, standby := planStandbys(t, a, members)
+	if !slices.Contains(active["m3"], "1_0") {
+		t.Errorf("task 1_0 went to %v; want m3, whose state is 5 offsets behind (actives %v)", active, active)
+	}
+	if !slices.Contains(standby["m2"], "1_0") {
+		t.Errorf("the standby of 1_0 went elsewhere than m2, the next freshest: standbys %v", standby)
+	}
+	if !slices.Equal(asked, []processor.TaskID{{Subtopology: 1, Partition: 0}}) {
+		t.Errorf("end offsets asked for %v; want [1_0], the one task reported with offsets", asked)
+	}
+}

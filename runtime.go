@@ -151,6 +151,8 @@ func (rt *runtime) useAssignor() {
 	rt.assignor.standbys = rt.cfg.NumStandbyReplicas
 	rt.assignor.onAssign = rt.onAssignment
 	rt.assignor.localState = rt.localState
+	rt.assignor.taskOffsets = rt.taskOffsets
+	rt.assignor.endOffsets = rt.changelogEnds
 	rt.assignor.logf = func(msg string, args ...any) { rt.logger.Warn(msg, args...) }
 	rt.sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{rt.assignor}
 }

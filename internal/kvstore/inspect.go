@@ -438,3 +438,30 @@ func describeState(dir, path string, info *BoltFileInfo) {
 		info.Detail = fmt.Sprintf("state file says %q", st.State)
 	}
 }
+
+// ReadCheckpoints returns the checkpoints of the stores in the bbolt file of the task
+// directory dir (store → the changelog offset it reflects), reading the file read-only
+// as InspectBolt does, but only its checkpoints: it costs one open of the file, not a
+// walk of its pages, so the runtime can report what state it holds when it joins the
+// group. A directory without a file, or with an empty one, has none.
+func ReadCheckpoints(dir string, opts InspectOptions) (map[string]int64, error) {
+	out := map[string]int64{}
+	var info BoltFileInfo
+	err := viewBolt(dir, opts, &info, func(tx *bolt.Tx) error {
+		meta := tx.Bucket(metaBucket)
+		if meta == nil {
+			return nil
+		}
+		return meta.ForEach(func(store, v []byte) error {
+			if len(v) != 8 {
+				return damagef("checkpoint of store %q is %d bytes, not 8", store, len(v))
+			}
+			out[string(store)] = int64(binary.BigEndian.Uint64(v))
+			return nil
+		})
+	})
+	if errors.Is(err, errEmptyFile) || errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	return out, err
+}
