@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
@@ -55,8 +57,10 @@ func standbyTakeover(t *testing.T, c *kafkatest.Cluster, standbys int) takeover 
 	var res takeover
 	restored := map[string]int64{}
 	cfgs := make([]eddy.Config, 2)
+	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
 	for i := range cfgs {
 		cfgs[i] = e.config(t)
+		cfgs[i].Metrics = regs[i]
 		cfgs[i].NumStandbyReplicas = standbys
 		cfgs[i].OnRestore = func(task processor.TaskID, r changelog.Result) {
 			mu.Lock()
@@ -123,6 +127,17 @@ func standbyTakeover(t *testing.T, c *kafkatest.Cluster, standbys int) takeover 
 		return true, nil
 	})
 	time.Sleep(2 * time.Second) // the changelogs grow past what the standbys first read
+	for i, reg := range regs {
+		if got := gauge(t, reg, "eddy_tasks", "state", "standby"); got != float64(standbys) {
+			t.Errorf("instance %d: eddy_tasks{state=standby} = %v; want %d", i, got, standbys)
+		}
+		if got := series(t, reg, "eddy_standby_lag_offsets"); got != standbys {
+			t.Errorf("instance %d: %d eddy_standby_lag_offsets series; want %d (one store per standby)", i, got, standbys)
+		}
+		if got := series(t, reg, "eddy_standby_caught_up_age_seconds"); got != standbys {
+			t.Errorf("instance %d: %d eddy_standby_caught_up_age_seconds series; want %d", i, got, standbys)
+		}
+	}
 	res.moved = moved
 	msgs, err := c.ReadCommitted(ctxT(t), changelog.TopicName(e.appID, wordcount.StoreName))
 	if err != nil {
@@ -173,4 +188,39 @@ func standbyTakeover(t *testing.T, c *kafkatest.Cluster, standbys int) takeover 
 	}
 	e.checkExactlyOnce(t)
 	return res
+}
+
+// gauge returns the value of the gauge name whose label has the value given.
+func gauge(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if hasLabel(m.GetLabel(), label, value) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// series counts the series of metric name.
+func series(t *testing.T, reg *prometheus.Registry, name string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return len(mf.GetMetric())
+		}
+	}
+	return 0
 }

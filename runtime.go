@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
@@ -339,6 +340,16 @@ func (rt *runtime) snapshot() metrics.Snapshot {
 			for store, n := range *levels {
 				s.BufferKeys = append(s.BufferKeys, metrics.StoreLevel{Task: t.id.String(), Store: store, Value: float64(n)})
 			}
+		}
+	}
+	sbs := rt.standbyInfos()
+	s.TaskStates["standby"] = len(sbs)
+	for _, sb := range sbs {
+		for store, lag := range sb.Lag {
+			s.StandbyLag = append(s.StandbyLag, metrics.StoreLevel{Task: sb.ID.String(), Store: store, Value: float64(lag)})
+		}
+		if !sb.CaughtUp.IsZero() {
+			s.StandbyAge = append(s.StandbyAge, metrics.StoreLevel{Task: sb.ID.String(), Value: time.Since(sb.CaughtUp).Seconds()})
 		}
 	}
 	return s

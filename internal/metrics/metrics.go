@@ -50,6 +50,12 @@ type Snapshot struct {
 	Lag []PartitionLag
 	// BufferKeys lists the dirty keys waiting in each store's write buffer.
 	BufferKeys []StoreLevel
+	// StandbyLag lists, per store of each standby replica, the changelog offsets it had
+	// left to read at its last read; StandbyAge, per standby (Store empty), the seconds
+	// since it last found every store at its changelog's end (absent before it first
+	// did).
+	StandbyLag []StoreLevel
+	StandbyAge []StoreLevel
 }
 
 // PartitionLag is the consumer lag of one source partition.
@@ -309,6 +315,8 @@ var (
 	taskStatesDesc = prometheus.NewDesc("eddy_tasks", "Tasks of this instance, by state.", []string{"state"}, nil)
 	lagDesc        = prometheus.NewDesc("eddy_consumer_lag_records", "Records left to process per source partition of the running tasks.", []string{"topic", "partition"}, nil)
 	bufferDesc     = prometheus.NewDesc("eddy_store_buffer_keys", "Dirty keys in a store's write buffer, waiting for the next commit.", []string{"task", "store"}, nil)
+	standbyLagDesc = prometheus.NewDesc("eddy_standby_lag_offsets", "Changelog offsets a standby replica's store had left to read at its last read (what a promotion would restore, give or take the changes since).", []string{"task", "store"}, nil)
+	standbyAgeDesc = prometheus.NewDesc("eddy_standby_caught_up_age_seconds", "Seconds since a standby replica last found every store of its task at its changelog's end.", []string{"task"}, nil)
 )
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -316,6 +324,8 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- taskStatesDesc
 	ch <- lagDesc
 	ch <- bufferDesc
+	ch <- standbyLagDesc
+	ch <- standbyAgeDesc
 }
 
 func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
@@ -335,6 +345,12 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, b := range s.BufferKeys {
 		ch <- prometheus.MustNewConstMetric(bufferDesc, prometheus.GaugeValue, b.Value, b.Task, b.Store)
+	}
+	for _, b := range s.StandbyLag {
+		ch <- prometheus.MustNewConstMetric(standbyLagDesc, prometheus.GaugeValue, b.Value, b.Task, b.Store)
+	}
+	for _, b := range s.StandbyAge {
+		ch <- prometheus.MustNewConstMetric(standbyAgeDesc, prometheus.GaugeValue, b.Value, b.Task)
 	}
 }
 
