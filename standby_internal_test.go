@@ -1,16 +1,26 @@
 package eddy
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/examples/wordcount/wordcount"
+	"github.com/eddy-streams/eddy/internal/flock"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kvstore"
+	"github.com/eddy-streams/eddy/internal/names"
+	"github.com/eddy-streams/eddy/internal/restore"
+	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/statestore"
 )
 
 // taskOffsets reports a task dir left from earlier by the checkpoints in its file (the
@@ -48,5 +58,90 @@ func TestTaskOffsetsReadsLeftTaskDirs(t *testing.T) {
 	want := map[processor.TaskID]int64{{Subtopology: 1, Partition: 1}: 42}
 	if !maps.Equal(got, want) {
 		t.Fatalf("taskOffsets() = %v; want %v", got, want)
+	}
+}
+
+// A standby holds its task's store file while it is assigned, and reconcileStandbys
+// returns only once a standby no longer assigned (revoked, or promoted to active here)
+// has closed it: the task that opens the file next must not find it locked.
+func TestStandbyRevokedReleasesItsFile(t *testing.T) {
+	topo, err := wordcount.Topology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := graph.Of(topo)
+	c := kafkatest.Embedded(t)
+	client, err := sarama.NewClient(c.Addrs(), kafkatest.NewSaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	dir := t.TempDir()
+	rt := &runtime{g: g, appDir: dir, registry: newTaskRegistry(), logger: slog.New(slog.DiscardHandler),
+		assignor: newAssignor(g, "app"), cfg: Config{ApplicationID: c.Unique("app")}}
+	rt.restoreProto = &restore.Restorer{Client: client, Logger: rt.logger, StableWait: time.Second}
+	if err := c.CreateTopic(ctxTest(t), names.ChangelogTopic(rt.cfg.ApplicationID, wordcount.StoreName), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	id := processor.TaskID{Subtopology: 1, Partition: 0}
+	taskDir := filepath.Join(dir, id.String())
+	for round := range 3 {
+		rt.reconcileStandbys([]processor.TaskID{id})
+		// The changelog is empty: the standby reads it every 500 ms, its file open.
+		waitUntil(t, "the standby opening its file", func() bool {
+			_, err := kvstore.ReadCheckpoints(taskDir, kvstore.InspectOptions{LockTimeout: time.Millisecond})
+			return errors.Is(err, statestore.ErrLocked)
+		})
+		if infos := rt.standbyInfos(); len(infos) != 1 || infos[0].ID != id {
+			t.Fatalf("round %d: standbys %v; want one of %s", round, infos, id)
+		}
+		began := time.Now()
+		rt.reconcileStandbys(nil)
+		if took := time.Since(began); took > 3*time.Second {
+			t.Errorf("round %d: stopping the standby took %v; a rebalance waits for it", round, took)
+		}
+		// One attempt, no wait: the file must be free the moment reconcile returns.
+		if !tryLock(t, taskDir) {
+			t.Fatalf("round %d: right after the standby was revoked its file is still held", round)
+		}
+		if infos := rt.standbyInfos(); len(infos) != 0 {
+			t.Fatalf("round %d: standbys %v after revoking every one", round, infos)
+		}
+	}
+	if _, err := os.Stat(taskDir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryLock takes and releases the task dir's lock in one attempt.
+func tryLock(t *testing.T, dir string) bool {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, kvstore.BoltLockFileName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ok, err := flock.TryLock(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok {
+		_ = flock.Unlock(f)
+	}
+	return ok
+}
+
+func ctxTest(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
