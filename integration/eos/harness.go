@@ -72,6 +72,8 @@ type Config struct {
 	// InternalTopicConfigs are given to the instances (eddy.Config.InternalTopicConfigs);
 	// with a Cluster the harness checks that the internal topics have them.
 	InternalTopicConfigs map[string]string
+	// Standbys is the instances' eddy.Config.NumStandbyReplicas (0: none).
+	Standbys int
 	// Seed makes the run's keys, event times and fault schedule.
 	Seed uint64
 	// Clock gives the input records their event times and Windows are the windowed
@@ -396,7 +398,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 				CommitInterval: cfg.CommitInterval, AtLeastOnce: cfg.AtLeastOnce,
 				SessionTimeout: cfg.SessionTimeout, TransactionTimeout: cfg.TransactionTimeout,
 				ReplicationFactor: cfg.ReplicationFactor, InternalTopicConfigs: cfg.InternalTopicConfigs,
-				Debug: cfg.DebugInstances, Postgres: h.instancePostgres(),
+				Standbys: cfg.Standbys, Debug: cfg.DebugInstances, Postgres: h.instancePostgres(),
 			},
 			launcher: cfg.Launcher,
 			logDir:   filepath.Join(cfg.WorkDir, "logs"),
@@ -512,6 +514,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
+	o.Standbys = cfg.Standbys
 	o.OperatorStarts = map[int32][]int64{}
 	for _, in := range h.instances {
 		for _, p := range in.processes() {

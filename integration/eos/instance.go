@@ -54,7 +54,9 @@ type InstanceConfig struct {
 	ReplicationFactor int16 `json:"replication_factor,omitempty"`
 	// InternalTopicConfigs of the internal topics; none: eddy's default.
 	InternalTopicConfigs map[string]string `json:"internal_topic_configs,omitempty"`
-	Debug                bool              `json:"debug,omitempty"`
+	// Standbys is the application's eddy.Config.NumStandbyReplicas.
+	Standbys int  `json:"standbys,omitempty"`
+	Debug    bool `json:"debug,omitempty"`
 	// StallFile, when set, makes the instance stop itself (SIGSTOP) inside a commit
 	// while the file exists: the first time one of its producers sends AddOffsetsToTxn,
 	// it deletes the file and stops. The transaction's records (output, changelog,
@@ -120,6 +122,7 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 		TransactionTimeout:   cfg.TransactionTimeout,
 		ReplicationFactor:    cfg.ReplicationFactor,
 		InternalTopicConfigs: cfg.InternalTopicConfigs,
+		NumStandbyReplicas:   cfg.Standbys,
 		// Purge the repartition topic often, so that faults land around purges: a purge
 		// that deleted unprocessed records would show as lost bucket counts.
 		RepartitionPurgeInterval: time.Second,

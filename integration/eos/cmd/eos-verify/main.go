@@ -128,6 +128,7 @@ func run(args []string) int {
 	pgDSN := fs.String("postgres", "", "DSN of a running PostgreSQL (max_prepared_transactions > 0) to use for the PostgreSQL target instead of -postgres-script's (no crashes)")
 	pgCrashes := fs.Int("postgres-crashes", -1, "PostgreSQL crashes, pg_ctl stop -m immediate then start (need -postgres-script; default: 1 in short mode, 10 in long)")
 	keepPG := fs.Bool("keep-postgres", false, "with -postgres-script: leave PostgreSQL running (and its data) at the end")
+	standbys := fs.Int("standbys", 0, "standby replicas per task (the instances' eddy.Config.NumStandbyReplicas)")
 	join := fs.Bool("join", true, "the driver also writes a right topic and the application joins it with the input (a stream–stream join), checked by the verifier")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -149,7 +150,7 @@ func run(args []string) int {
 		Partitions: int32(orDefault(*partitions, p.partitions)), Buckets: *buckets,
 		Instances: *instances, CommitInterval: *commit, AtLeastOnce: *alo, SessionTimeout: *session, TransactionTimeout: *txnTimeout,
 		Faults: p.faults, FaultGap: p.gap, Span: *span, Seed: *seed, CatchUpTimeout: *catchUp,
-		DebugInstances: *verbose, Logger: logger, Finals: *finals, RetentionChange: *retentionChange,
+		DebugInstances: *verbose, Logger: logger, Finals: *finals, RetentionChange: *retentionChange, Standbys: *standbys,
 	}
 	if *join {
 		cfg.Join = eos.JoinFor(cfg.Records, cfg.Keys)
