@@ -187,15 +187,26 @@ type Config struct {
 	// producer and of punctuators always stop the application.
 	OnProcessingError BadRecordPolicy
 	DeadLetterTopic   string
-	// MaxTaskIdle is how long a task whose input partitions are not all buffered waits
-	// for a record on an empty one before it processes the others past it, so that a
-	// join or window over two topics sees their records in timestamp order (Kafka
-	// Streams' max.task.idle.ms). A partition that stays empty delays its task once per
-	// silence, not at every record; the wait is checked every 100 ms at the least.
-	// Default 0: no wait. Kafka Streams' default 0 still waits for records it knows
-	// are on the broker and not fetched yet; eddy cannot tell them from transaction
-	// markers through sarama's claim, so set MaxTaskIdle where the order across
-	// topics matters.
+	// MaxTaskIdle is Kafka Streams' max.task.idle.ms: how a task with several input
+	// partitions (a join, a merge) waits for an empty one before it processes the
+	// others past it, so that it sees their records in timestamp order.
+	//   - 0 (the default, as Kafka Streams'): it waits while records are known to be on
+	//     the broker beyond what the partition's claim delivered (its high-water mark
+	//     above the offset after its last record), and no longer. eddy cannot tell
+	//     those records from transaction markers (sarama's claim reports neither the
+	//     last stable offset nor its position past the markers), so this wait ends after
+	//     1 s at most; a partition of a transactional topic (every eddy output and
+	//     repartition topic) at rest costs that once per silence, while other records
+	//     wait (docs/dsl.md, "Processing order across input partitions").
+	//   - > 0: besides, it waits up to this long for an empty partition with nothing
+	//     known on the broker.
+	//   - < 0: it never waits (eddy's behaviour before Kafka Streams' default): what
+	//     is buffered is processed, in timestamp order among the partitions holding
+	//     records. Tasks of one input partition never wait.
+	// A partition that stays empty delays its task once per silence, not at every
+	// record; when the wait ends the task processes what it has ("enforced processing":
+	// eddy_enforced_processing_total, a debug log line). The wait is checked every
+	// 100 ms at the least.
 	MaxTaskIdle time.Duration
 	// Workers is the number of workers of an instance: each runs a share of the
 	// instance's tasks on one goroutine with one producer, and commits them in one
@@ -273,9 +284,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := c.commitDefaults(); err != nil {
 		return c, err
-	}
-	if c.MaxTaskIdle < 0 {
-		return c, configErr("MaxTaskIdle", "%v is negative", c.MaxTaskIdle)
 	}
 	if c.Workers < 0 {
 		return c, configErr("Workers", "%d is negative", c.Workers)

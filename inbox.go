@@ -21,12 +21,21 @@ type inbox struct {
 	queues    map[string]*queue
 	list      []*queue // the queues in creation order, for pop's scan
 	committed *committedOffsets
-	// idle is how long the task waits for a record on an empty queue before processing
-	// the other queues past it (Config.MaxTaskIdle; 0: it does not wait).
-	idle   time.Duration
-	clock  func() time.Time
-	open   bool
-	notify chan struct{} // signalled when a record arrives
+	// idle is Config.MaxTaskIdle: how long the task waits for a record on an empty queue
+	// whose claim has delivered everything it knows of before processing the other
+	// queues past it; 0 waits only for records known to be on the broker, a negative
+	// idle never waits (see pick).
+	idle time.Duration
+	// behindWait bounds the wait for a queue whose claim is behind its high-water mark
+	// (behindWait, the constant, outside tests).
+	behindWait time.Duration
+	// enforced, when set, is told each time the task processes past an empty queue
+	// whose wait ran out (once per silence of the queue): topic, how long it waited,
+	// and whether its claim was still behind its high-water mark.
+	enforced func(topic string, waited time.Duration, behind bool)
+	clock    func() time.Time
+	open     bool
+	notify   chan struct{} // signalled when a record arrives
 }
 
 type queue struct {
@@ -35,23 +44,50 @@ type queue struct {
 	head     int
 	space    chan struct{} // signalled when a record leaves
 	position int64         // the offset after the last record handed out
-	hwm      func() int64  // the claim's high-water mark, for the lag metric
+	hwm      func() int64  // the claim's high-water mark
+	started  bool          // the claim has started (start was called)
+	// fetched is the offset after the last record the claim delivered, or where the
+	// claim starts: the claim is behind while its high-water mark is above it.
+	fetched int64
 	// emptySince is when the queue was first seen empty since its last record (zero:
 	// it has records), for the idle time.
 	emptySince time.Time
+	// enforcedDone: the task was processed past the queue in its present silence.
+	enforcedDone bool
 }
+
+// behindWait bounds how long a task waits for a record on an empty queue whose claim
+// is behind its high-water mark. The gap may be records the next fetch brings (wait
+// for them: Kafka Streams' default) or nothing the task will ever see: a transaction's
+// commit or abort marker (every transactional write leaves one at the end, so the
+// high-water mark stays one above the last record), the records of aborted
+// transactions, or those of a transaction still open (read_committed stops at the last
+// stable offset). sarama's claim reports neither the last stable offset nor the
+// position past the markers, which the Java consumer's lag (KIP-695) uses, so eddy
+// cannot tell them apart, and waits this long at most from when the queue emptied.
+// One second covers a fetch round trip with margin (sarama answers from the broker at
+// once when there is data; a claim held up by a full queue of another partition costs
+// Consumer.MaxProcessingTime, 100 ms, per fetch), and is the latency a marker adds
+// once per silence of the partition, only while the task has other records waiting.
+const behindWait = time.Second
 
 func newInbox(committed *committedOffsets, idle time.Duration) *inbox {
-	return &inbox{queues: map[string]*queue{}, committed: committed, idle: idle, clock: time.Now, notify: make(chan struct{}, 1)}
+	return &inbox{queues: map[string]*queue{}, committed: committed, idle: idle, behindWait: behindWait, clock: time.Now, notify: make(chan struct{}, 1)}
 }
 
-// reset empties the inbox for a new session and opens it.
-func (in *inbox) reset() {
+// reset empties the inbox for a new session and opens it with a queue for each of
+// topics, the task's source topics: a queue whose claim has not started yet counts as
+// behind, so the task does not process one topic's records while another's claim is
+// still being created (sarama starts the claims of a session concurrently).
+func (in *inbox) reset(topics ...string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.queues = map[string]*queue{}
 	in.list = nil
 	in.open = true
+	for _, topic := range topics {
+		in.queue(topic)
+	}
 }
 
 // notifyOn makes the inbox signal c when a record arrives (a worker running several
@@ -88,12 +124,18 @@ func (in *inbox) queue(topic string) *queue {
 }
 
 // start records where the claim of topic starts; hwm reports the claim's high-water
-// mark.
+// mark. offset may be sarama.OffsetOldest (no committed offset): the claim then starts
+// at the log start, taken as 0 here (a partition whose old records were deleted looks
+// behind until its first record arrives, a wait bounded by behindWait).
 func (in *inbox) start(topic string, offset int64, hwm func() int64) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	q := in.queue(topic)
-	q.position, q.hwm = offset, hwm
+	q.position, q.hwm, q.started = offset, hwm, true
+	q.fetched = max(offset, 0)
+	if offset == sarama.OffsetNewest && hwm != nil {
+		q.fetched = hwm() // the claim starts at the high-water mark it read
+	}
 }
 
 // lag returns, per topic, the records between the last one handed out and the claim's
@@ -127,6 +169,7 @@ func (in *inbox) push(ctx context.Context, msg *sarama.ConsumerMessage) bool {
 		q := in.queue(msg.Topic)
 		if len(q.msgs)-q.head < inboxLimit {
 			q.msgs = append(q.msgs, msg)
+			q.fetched = max(q.fetched, msg.Offset+1)
 			notify := in.notify
 			in.mu.Unlock()
 			select {
@@ -210,26 +253,43 @@ func (in *inbox) pop() (*sarama.ConsumerMessage, bool) {
 }
 
 // pick returns the queue whose head has the smallest timestamp (ties: by topic name),
-// or nil when none may be processed now: all empty, or, with an idle time (Kafka
-// Streams' max.task.idle.ms), some queue empty for less than that while others have
-// records. A queue's wait starts when it is first seen empty and ends when a record
-// arrives; once it has waited the idle time the others are processed past it
-// ("enforced processing"), so a partition that stays silent delays the task once, not
-// at every record.
+// or nil when none may be processed now: all empty, or some queue empty and still
+// waited for while others have records (Kafka Streams' PartitionGroup.readyToProcess,
+// KIP-695). An empty queue is waited for
+//   - while its claim is behind its high-water mark (or has not started), up to
+//     behindWait: there are records on the broker the claim has not delivered yet, or
+//     only transaction markers (see behindWait);
+//   - and, with a positive idle time (Config.MaxTaskIdle, max.task.idle.ms), up to
+//     that long, even with nothing known on the broker;
+//   - never with a negative idle time.
+//
+// A queue's wait starts when it is first seen empty and ends when a record arrives;
+// once it ran out the others are processed past it ("enforced processing", reported
+// once), so a partition that stays silent delays the task once, not at every record.
 func (in *inbox) pick(now time.Time) *queue {
 	var best *queue
 	waiting := false
+	var gaveUp []*queue
 	for _, q := range in.list {
 		if q.head >= len(q.msgs) {
-			if in.idle > 0 {
-				if q.emptySince.IsZero() {
-					q.emptySince = now
-				}
-				waiting = waiting || now.Sub(q.emptySince) < in.idle
+			if in.idle < 0 || len(in.list) < 2 {
+				continue
+			}
+			if q.emptySince.IsZero() {
+				q.emptySince = now
+			}
+			limit := in.idle
+			if q.behind() {
+				limit = max(limit, in.behindWait)
+			}
+			if now.Sub(q.emptySince) < limit {
+				waiting = true
+			} else if limit > 0 && !q.enforcedDone {
+				gaveUp = append(gaveUp, q)
 			}
 			continue
 		}
-		q.emptySince = time.Time{}
+		q.emptySince, q.enforcedDone = time.Time{}, false
 		if best == nil {
 			best = q
 			continue
@@ -239,10 +299,22 @@ func (in *inbox) pick(now time.Time) *queue {
 			best = q
 		}
 	}
-	if waiting {
+	if waiting || best == nil {
 		return nil
 	}
+	for _, q := range gaveUp {
+		q.enforcedDone = true
+		if in.enforced != nil {
+			in.enforced(q.topic, now.Sub(q.emptySince), q.behind())
+		}
+	}
 	return best
+}
+
+// behind reports whether the claim has records (or markers) to deliver that it knows
+// are on the broker, or has not started.
+func (q *queue) behind() bool {
+	return !q.started || (q.hwm != nil && q.hwm() > q.fetched)
 }
 
 // detacher copies the bytes of consumed records out of their fetch responses. A

@@ -2,11 +2,16 @@ package eddy
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	goruntime "runtime"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/processor"
 )
 
 func msg(topic string, offset int64, ts int64) *sarama.ConsumerMessage {
@@ -205,5 +210,125 @@ func TestForwardClaimLeavesNoGapWhenAPushGivesUp(t *testing.T) {
 			}
 			next++
 		}
+	}
+}
+
+// With the default MaxTaskIdle (0), a task waits for an empty partition while its claim
+// is behind its high-water mark (records known to be on the broker: Kafka Streams'
+// default, KIP-695), at most behindWait (the gap may be a transaction marker), and not
+// at all for a partition its claim has delivered up to the high-water mark. A negative
+// MaxTaskIdle never waits; a task of one partition never waits.
+func TestInboxWaitsWhileAPartitionIsBehind(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ctx := context.Background()
+	type gaveUp struct {
+		topic  string
+		behind bool
+	}
+	newIn := func(idle time.Duration, topics ...string) (*inbox, *[]gaveUp) {
+		in := newInbox(newCommittedOffsets(), idle)
+		in.clock = func() time.Time { return now }
+		var events []gaveUp
+		in.enforced = func(topic string, _ time.Duration, behind bool) { events = append(events, gaveUp{topic, behind}) }
+		in.reset(topics...)
+		return in, &events
+	}
+	var hwmB int64 = 3
+	in, events := newIn(0, "a", "b")
+	in.start("a", 0, func() int64 { return 1 })
+	// b's claim has not started: a waits for it.
+	in.push(ctx, msg("a", 0, 50))
+	if m, ok := in.pop(); ok {
+		t.Fatalf("b's claim has not started: popped %s@%d", m.Topic, m.Offset)
+	}
+	in.start("b", 0, func() int64 { return hwmB })
+	now = now.Add(behindWait - time.Millisecond)
+	if m, ok := in.pop(); ok {
+		t.Fatalf("b's claim is behind its high-water mark (0 < 3): popped %s@%d before behindWait", m.Topic, m.Offset)
+	}
+	// b's records arrive; all older than a's head: processed first, in timestamp order.
+	for off := range int64(3) {
+		in.push(ctx, msg("b", off, 10+off))
+	}
+	var got []string
+	for range 3 {
+		m, ok := in.pop()
+		if !ok {
+			t.Fatalf("after %v: nothing popped", got)
+		}
+		got = append(got, fmt.Sprintf("%s%d", m.Topic, m.Offset))
+	}
+	// b is empty and its claim has delivered up to its high-water mark: a goes on at once.
+	if m, ok := in.pop(); !ok || m.Topic != "a" {
+		t.Fatalf("after %v: got %v %v, want a0 at once (b caught up)", got, m, ok)
+	}
+	if len(*events) != 0 {
+		t.Errorf("no wait ran out, yet enforced processing was reported: %v", *events)
+	}
+	// A marker (or a new record) on b: its high-water mark is one above. a's next
+	// record waits behindWait, then goes, reported once.
+	hwmB = 4
+	in.push(ctx, msg("a", 1, 60))
+	if _, ok := in.pop(); ok {
+		t.Fatal("b is behind again: a must wait")
+	}
+	now = now.Add(behindWait)
+	if m, ok := in.pop(); !ok || m.Offset != 1 {
+		t.Fatalf("after behindWait: %v %v, want a1", m, ok)
+	}
+	in.push(ctx, msg("a", 2, 70))
+	if m, ok := in.pop(); !ok || m.Offset != 2 {
+		t.Fatalf("b still silent: a goes on without waiting again; got %v %v", m, ok)
+	}
+	if want := []gaveUp{{"b", true}}; fmt.Sprint(*events) != fmt.Sprint(want) {
+		t.Errorf("enforced processing reported %v, want %v", *events, want)
+	}
+
+	// A negative MaxTaskIdle never waits, behind or not.
+	never, events := newIn(-1, "a", "b")
+	never.start("a", 0, func() int64 { return 1 })
+	never.start("b", 0, func() int64 { return 100 })
+	never.push(ctx, msg("a", 0, 50))
+	if _, ok := never.pop(); !ok {
+		t.Error("MaxTaskIdle < 0: a's record must be popped at once")
+	}
+	if len(*events) != 0 {
+		t.Errorf("MaxTaskIdle < 0 reported enforced processing: %v", *events)
+	}
+
+	// One partition: nothing to wait for.
+	one, _ := newIn(0, "a")
+	one.start("a", 0, func() int64 { return 100 })
+	one.push(ctx, msg("a", 0, 50))
+	if _, ok := one.pop(); !ok {
+		t.Error("a task of one partition must not wait")
+	}
+
+	// A claim that starts at the newest offset starts at its high-water mark: caught up.
+	latest, _ := newIn(0, "a", "b")
+	latest.start("a", 0, func() int64 { return 1 })
+	latest.start("b", sarama.OffsetNewest, func() int64 { return 42 })
+	latest.push(ctx, msg("a", 0, 50))
+	if _, ok := latest.pop(); !ok {
+		t.Error("b starts at its end (OffsetNewest): a must not wait")
+	}
+}
+
+// A session's claims start concurrently (sarama creates each, with its ListOffsets
+// round trips, in its own goroutine): a task reading two topics must not process the
+// records of the first claim to start before the other's exists. beginSession gives
+// the inbox a queue per source topic, waited for until its claim starts.
+func TestTaskWaitsForEveryClaimOfItsSession(t *testing.T) {
+	g := graph.Of(joinTopology(t)) // sub-topology 0 reads "left" and "right"
+	tr := newTaskRunner(nil, taskSettings{appID: "app", graph: g, logger: slog.New(slog.DiscardHandler)}, processor.TaskID{Subtopology: 0, Partition: 0})
+	tr.beginSession()
+	tr.claim("left", 0, func() int64 { return 1 })
+	tr.inbox.push(context.Background(), msg("left", 0, 10))
+	if m, ok := tr.inbox.pop(); ok {
+		t.Fatalf("the claim of right has not started: popped %s@%d", m.Topic, m.Offset)
+	}
+	tr.claim("right", 0, func() int64 { return 0 }) // an empty partition: caught up
+	if m, ok := tr.inbox.pop(); !ok || m.Topic != "left" {
+		t.Fatalf("both claims started, right caught up: got %v %v, want left's record", m, ok)
 	}
 }

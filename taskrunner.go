@@ -106,17 +106,26 @@ func newTaskRunner(host taskHost, cfg taskSettings, id processor.TaskID) *taskRu
 	logger := cfg.logger.With("task", id.String())
 	topics := slices.Sorted(slices.Values(sub.AllSourceTopics(cfg.appID)))
 	committed := newCommittedOffsets()
+	metrics := cfg.metrics.Task(id.String())
+	in := newInbox(committed, cfg.maxTaskIdle)
+	in.enforced = func(topic string, waited time.Duration, behind bool) {
+		// Debug, as Kafka Streams logs it at trace: a join's quiet side makes it once
+		// per silence. The metric counts it.
+		logger.Debug("processing the task's other input partitions past an empty one: records may be processed out of timestamp order across them (Config.MaxTaskIdle)",
+			"topic", topic, "partition", id.Partition, "waited", waited, "behind_high_water_mark", behind)
+		metrics.EnforcedProcessing(topic)
+	}
 	return &taskRunner{
 		host: host, cfg: cfg, id: id, sub: sub, topics: topics, purgeTopics: purge,
 		txn: txn, ownTxn: txn != nil, logger: logger,
 		committed: committed,
-		inbox:     newInbox(committed, cfg.maxTaskIdle),
+		inbox:     in,
 		record: &offsetsRecord{
 			topic:     names.ChangelogTopic(cfg.appID, names.OffsetsStore(sub.ID)),
 			partition: id.Partition, sources: topics, committed: committed, logger: logger,
 		},
 		life: life, endLife: end,
-		metrics: cfg.metrics.Task(id.String()),
+		metrics: metrics,
 	}
 }
 
@@ -136,7 +145,7 @@ func (t *taskRunner) broken() bool {
 // before the claims start.
 func (t *taskRunner) beginSession() {
 	t.committed.newSession()
-	t.inbox.reset()
+	t.inbox.reset(t.topics...)
 	if t.dead.Load() {
 		t.inbox.close()
 	}

@@ -34,6 +34,7 @@ type Metrics struct {
 	flushLatency                                         *prometheus.HistogramVec
 	badRecords                                           *prometheus.CounterVec
 	recreated                                            *prometheus.CounterVec
+	enforced                                             *prometheus.CounterVec
 	dropped                                              *prometheus.CounterVec
 	cacheHits, cacheMisses, cacheEvictions, cacheFlushes *prometheus.CounterVec
 }
@@ -136,11 +137,14 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 		cacheFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_record_cache_flushes_total", Help: "Record cache flushes at commits (of a cache holding entries), per task and store.",
 		}, []string{"task", "store"}),
+		enforced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_enforced_processing_total", Help: "Times a task processed its other inputs past an empty input partition it had waited for (Config.MaxTaskIdle), once per silence of the partition: records may have been processed out of timestamp order across the task's inputs (Kafka Streams' enforced-processing-total).",
+		}, []string{"task", "topic"}),
 		recreated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_store_files_recreated_total", Help: "Task store files found damaged (or untrustworthy after a machine crash), moved aside and rebuilt from the changelogs.",
 		}, []string{"task"}),
 	}
-	collectors := []prometheus.Collector{m.recreated, m.dropped, m.cacheHits, m.cacheMisses, m.cacheEvictions, m.cacheFlushes,
+	collectors := []prometheus.Collector{m.recreated, m.enforced, m.dropped, m.cacheHits, m.cacheMisses, m.cacheEvictions, m.cacheFlushes,
 		m.recordsProcessed, m.processLatency, m.commits, m.commitLatency, m.aborts, m.fenced,
 		m.restoreRemaining, m.restoreRate, m.restored, m.rebalances, m.flushKeys, m.flushLatency, m.badRecords,
 		&snapshotCollector{snapshot: snapshot},
@@ -275,6 +279,14 @@ func (t *Task) Restored(store string, records int64) {
 func (t *Task) StoreRecreated() {
 	if t != nil && t.m != nil {
 		t.m.recreated.WithLabelValues(t.task).Inc()
+	}
+}
+
+// EnforcedProcessing counts the task processing past an empty input partition of topic
+// that it had waited for.
+func (t *Task) EnforcedProcessing(topic string) {
+	if t != nil && t.m != nil {
+		t.m.enforced.WithLabelValues(t.task, topic).Inc()
 	}
 }
 
