@@ -192,12 +192,11 @@ type Config struct {
 	// others past it, so that it sees their records in timestamp order.
 	//   - 0 (the default, as Kafka Streams'): it waits while records are known to be on
 	//     the broker beyond what the partition's claim delivered (its high-water mark
-	//     above the offset after its last record), and no longer. eddy cannot tell
-	//     those records from transaction markers (sarama's claim reports neither the
-	//     last stable offset nor its position past the markers), so this wait ends after
-	//     1 s at most; a partition of a transactional topic (every eddy output and
-	//     repartition topic) at rest costs that once per silence, while other records
-	//     wait (docs/dsl.md, "Processing order across input partitions").
+	//     above the offset after its last record), and no longer. sarama's claim
+	//     reports neither the last stable offset nor its position past transaction
+	//     markers, so the task reads that gap (one Fetch) and stops waiting when it
+	//     holds only markers, aborted records or an open transaction's; in any case the
+	//     wait ends after 1 s (docs/dsl.md, "Processing order across input partitions").
 	//   - > 0: besides, it waits up to this long for an empty partition with nothing
 	//     known on the broker.
 	//   - < 0: it never waits (eddy's behaviour before Kafka Streams' default): what

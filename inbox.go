@@ -33,9 +33,14 @@ type inbox struct {
 	// whose wait ran out (once per silence of the queue): topic, how long it waited,
 	// and whether its claim was still behind its high-water mark.
 	enforced func(topic string, waited time.Duration, behind bool)
-	clock    func() time.Time
-	open     bool
-	notify   chan struct{} // signalled when a record arrives
+	// probe, when set, reads what lies in [from, end) of topic's partition, as a
+	// read_committed consumer would: whether there are records, and the offset past
+	// what it read (markers and aborted records included). It runs on a goroutine of its
+	// own; see maybeProbe.
+	probe  func(topic string, from, end int64) (records bool, next int64, err error)
+	clock  func() time.Time
+	open   bool
+	notify chan struct{} // signalled when a record arrives
 }
 
 type queue struct {
@@ -54,6 +59,14 @@ type queue struct {
 	emptySince time.Time
 	// enforcedDone: the task was processed past the queue in its present silence.
 	enforcedDone bool
+	// clear is an offset up to which a probe found nothing the claim will deliver
+	// (transaction markers, aborted records) or beyond which nothing is committed yet
+	// (an open transaction): the claim is behind only while its high-water mark is
+	// above both fetched and clear. probing is set while a probe runs; probedPos and
+	// probedHWM are the state it was started for (no second probe for the same).
+	clear                int64
+	probing              bool
+	probedPos, probedHWM int64
 }
 
 // behindWait bounds how long a task waits for a record on an empty queue whose claim
@@ -67,8 +80,10 @@ type queue struct {
 // cannot tell them apart, and waits this long at most from when the queue emptied.
 // One second covers a fetch round trip with margin (sarama answers from the broker at
 // once when there is data; a claim held up by a full queue of another partition costs
-// Consumer.MaxProcessingTime, 100 ms, per fetch), and is the latency a marker adds
-// once per silence of the partition, only while the task has other records waiting.
+// Consumer.MaxProcessingTime, 100 ms, per fetch). So that markers do not cost that
+// second, the task probes the gap (inbox.probe: one read_committed Fetch from the
+// position, on the restore client) while it waits, and stops waiting when the gap holds
+// no record it will ever be given: then, as the Java consumer's lag, it is caught up.
 const behindWait = time.Second
 
 func newInbox(committed *committedOffsets, idle time.Duration) *inbox {
@@ -281,6 +296,7 @@ func (in *inbox) pick(now time.Time) *queue {
 			limit := in.idle
 			if q.behind() {
 				limit = max(limit, in.behindWait)
+				in.maybeProbe(q)
 			}
 			if now.Sub(q.emptySince) < limit {
 				waiting = true
@@ -314,7 +330,40 @@ func (in *inbox) pick(now time.Time) *queue {
 // behind reports whether the claim has records (or markers) to deliver that it knows
 // are on the broker, or has not started.
 func (q *queue) behind() bool {
-	return !q.started || (q.hwm != nil && q.hwm() > q.fetched)
+	return !q.started || (q.hwm != nil && q.hwm() > max(q.fetched, q.clear))
+}
+
+// maybeProbe starts a probe of the gap between q's position and its high-water mark,
+// unless one runs or ran for the same position and mark. Called with in.mu held.
+func (in *inbox) maybeProbe(q *queue) {
+	if in.probe == nil || q.probing || !q.started || q.hwm == nil {
+		return
+	}
+	pos, hwm := max(q.fetched, q.clear), q.hwm()
+	if hwm <= pos || (pos == q.probedPos && hwm == q.probedHWM) {
+		return
+	}
+	q.probing, q.probedPos, q.probedHWM = true, pos, hwm
+	go func() {
+		records, next, err := in.probe(q.topic, pos, hwm)
+		in.mu.Lock()
+		q.probing = false
+		if err == nil && !records && q.fetched <= pos {
+			if next <= pos {
+				// Nothing committed at the position: the rest is an open transaction's
+				// (read_committed stops at its first record). The Java consumer's lag
+				// (last stable offset - position) is 0 then: caught up.
+				next = hwm
+			}
+			q.clear = max(q.clear, next)
+		}
+		notify := in.notify
+		in.mu.Unlock()
+		select {
+		case notify <- struct{}{}: // the worker picks again
+		default:
+		}
+	}()
 }
 
 // detacher copies the bytes of consumed records out of their fetch responses. A

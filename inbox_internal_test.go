@@ -332,3 +332,81 @@ func TestTaskWaitsForEveryClaimOfItsSession(t *testing.T) {
 		t.Fatalf("both claims started, right caught up: got %v %v, want left's record", m, ok)
 	}
 }
+
+// While a task waits for an empty partition behind its high-water mark it probes the
+// gap (one read_committed Fetch): a gap of transaction markers or aborted records, or
+// one beyond the last stable offset (an open transaction), ends the wait at once, as
+// the Java consumer's lag (last stable offset - position past the markers) would be 0;
+// a gap holding records keeps it, up to behindWait.
+func TestInboxProbeEndsTheWaitBehindMarkers(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		records bool
+		next    int64 // what the probe of [3, 5) reports
+		wait    bool  // whether a still waits after the probe
+	}{
+		{"markers", false, 5, false},
+		{"open transaction", false, 3, false},
+		{"records", true, 5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newInbox(newCommittedOffsets(), 0)
+			in.clock = func() time.Time { return now }
+			probed := make(chan [2]int64, 1)
+			in.probe = func(topic string, from, end int64) (bool, int64, error) {
+				if topic != "b" {
+					t.Errorf("probed %s", topic)
+				}
+				probed <- [2]int64{from, end}
+				return tc.records, tc.next, nil
+			}
+			in.reset("a", "b")
+			in.start("a", 0, func() int64 { return 1 })
+			in.start("b", 0, func() int64 { return 5 })
+			for off := range int64(3) {
+				in.push(ctx, msg("b", off, off))
+			}
+			in.push(ctx, msg("a", 0, 50))
+			<-in.notify   // the pushes' signal: the next is the probe's
+			for range 3 { // b's records, older
+				if m, ok := in.pop(); !ok || m.Topic != "b" {
+					t.Fatalf("got %v %v, want b's records first", m, ok)
+				}
+			}
+			if _, ok := in.pop(); ok { // b empty at 3, high-water mark 5: wait, and probe
+				t.Fatal("b is behind: a must wait")
+			}
+			select {
+			case got := <-probed:
+				if got != [2]int64{3, 5} {
+					t.Fatalf("probed [%d, %d), want [3, 5)", got[0], got[1])
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("no probe of b's gap")
+			}
+			select {
+			case <-in.notify: // the probe's result is in
+			case <-time.After(5 * time.Second):
+				t.Fatal("the probe did not wake the worker")
+			}
+			_, ok := in.pop()
+			if ok == tc.wait {
+				t.Fatalf("after the probe: a popped %v, want %v (records in the gap: %v)", ok, !tc.wait, tc.records)
+			}
+			if tc.wait {
+				if _, ok := in.pop(); ok {
+					t.Fatal("popped again")
+				}
+				if len(probed) != 0 {
+					t.Error("probed the same gap twice")
+				}
+				now = now.Add(behindWait)
+				if _, ok := in.pop(); !ok {
+					t.Fatal("after behindWait a must go")
+				}
+			}
+		})
+	}
+}

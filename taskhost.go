@@ -56,6 +56,10 @@ type taskHost interface {
 	// startOffset returns where a partition without a committed offset starts: its end
 	// for a topic read from the latest offset, else its log start.
 	startOffset(topic string, partition int32) (int64, error)
+	// probeInput reads what one read_committed Fetch returns of a source partition in
+	// [from, end): whether it holds records, and the offset past what it read (inbox,
+	// behindWait).
+	probeInput(topic string, partition int32, from, end int64) (records bool, next int64, err error)
 }
 
 // taskSettings is what every task of a runtime is made with.
@@ -206,6 +210,14 @@ func (rt *runtime) startOffset(topic string, partition int32) (int64, error) {
 		return kread.HighWaterMark(rt.restoreC, topic, partition)
 	}
 	return kread.ListOffset(rt.restoreC, topic, partition, sarama.OffsetOldest)
+}
+
+// probeInput uses the restore client: its fetches do not wait behind the group's long
+// polls. 64 KiB is enough to see past a marker or a few aborted batches; a gap it does
+// not cover is probed again from where this one stopped.
+func (rt *runtime) probeInput(topic string, partition int32, from, end int64) (bool, int64, error) {
+	recs, next, err := kread.Fetch(rt.restoreC, topic, partition, from, end, 64<<10)
+	return len(recs) > 0, next, err
 }
 
 func (rt *runtime) highWaterMark(topic string, partition int32) (int64, error) {

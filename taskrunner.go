@@ -115,6 +115,15 @@ func newTaskRunner(host taskHost, cfg taskSettings, id processor.TaskID) *taskRu
 			"topic", topic, "partition", id.Partition, "waited", waited, "behind_high_water_mark", behind)
 		metrics.EnforcedProcessing(topic)
 	}
+	if host != nil {
+		in.probe = func(topic string, from, end int64) (bool, int64, error) {
+			records, next, err := host.probeInput(topic, id.Partition, from, end)
+			if err != nil {
+				logger.Debug("probing an empty input partition behind its high-water mark failed; waiting for it at most behindWait", "topic", topic, "partition", id.Partition, "from", from, "error", err)
+			}
+			return records, next, err
+		}
+	}
 	return &taskRunner{
 		host: host, cfg: cfg, id: id, sub: sub, topics: topics, purgeTopics: purge,
 		txn: txn, ownTxn: txn != nil, logger: logger,
