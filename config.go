@@ -196,7 +196,7 @@ type Config struct {
 	//     reports neither the last stable offset nor its position past transaction
 	//     markers, so the task reads that gap (one Fetch) and stops waiting when it
 	//     holds only markers, aborted records or an open transaction's; in any case the
-	//     wait ends after 1 s (docs/dsl.md, "Processing order across input partitions").
+	//     wait ends after 5 s (docs/dsl.md, "Processing order across input partitions").
 	//   - > 0: besides, it waits up to this long for an empty partition with nothing
 	//     known on the broker.
 	//   - < 0: it never waits (eddy's behaviour before Kafka Streams' default): what

@@ -168,7 +168,7 @@ func TestJoinWaitsForTableRecordsOnTheBroker(t *testing.T) {
 		}
 		// The broker counts the commit marker in the high-water mark (kfake as Kafka:
 		// one above the last record), and the task's probe found it is only a marker:
-		// no wait ran out, none took the whole second.
+		// no wait ran out.
 		tabRecs, err := c.ReadCommitted(ctx, table)
 		if err != nil {
 			t.Fatal(err)
