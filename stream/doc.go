@@ -88,7 +88,8 @@
 // Where eddy differs: a table read from a topic restores from that topic, without a
 // changelog of its own (Kafka Streams' reuse.ktable.source.topics; WithOwnChangelog
 // gives it one); the record caches' byte budget is per task, not per instance (see
-// NoCaching and CacheMaxBytes). Global tables are there (GlobalTableFrom). Missing:
-// standby replicas and versioned stores. docs/dsl.md ("Where eddy differs from Kafka
+// NoCaching and CacheMaxBytes). Global tables are there (GlobalTableFrom), standby
+// replicas too (eddy.Config.NumStandbyReplicas). Missing: warm-up replicas with probing
+// rebalances, and versioned stores. docs/dsl.md ("Where eddy differs from Kafka
 // Streams", "What eddy does not have") has the details.
 package stream
