@@ -56,11 +56,13 @@ type spec struct {
 	Input    string
 	StateDir string
 	Standbys int
+	// InstanceID is Config.InstanceID (static membership; empty: dynamic).
+	InstanceID string
 }
 
 // event is one line a child prints on stdout.
 type event struct {
-	Kind     string   `json:"kind"` // status, restored, first
+	Kind     string   `json:"kind"` // status, restored, first, tick
 	Task     string   `json:"task,omitempty"`
 	Records  int64    `json:"records,omitempty"`
 	Millis   int64    `json:"ms,omitempty"`
@@ -69,6 +71,7 @@ type event struct {
 	Standby  int      `json:"standby,omitempty"`
 	StandbyN int      `json:"standby_running,omitempty"`
 	Lag      int64    `json:"standby_lag,omitempty"`
+	Gen      int32    `json:"generation,omitempty"`
 }
 
 func main() {
@@ -84,7 +87,26 @@ func main() {
 	partitions := flag.Int("partitions", 4, "input partitions (tasks)")
 	valueBytes := flag.Int("value-bytes", 100, "bytes per value")
 	standbys := flag.String("standbys", "0,1", "standby counts to run, comma-separated")
+	scenario := flag.String("scenario", "failover", "failover (SIGKILL one of two instances) or rolling (a rolling restart of -instances instances, then one more instance joins)")
+	instances := flag.Int("instances", 3, "-scenario rolling: instances")
+	static := flag.String("static", "false,true", "-scenario rolling: static membership (Config.InstanceID) settings to run, comma-separated")
 	flag.Parse()
+	if *scenario == "rolling" {
+		for _, s := range strings.Split(*static, ",") {
+			st, err := strconv.ParseBool(s)
+			if err != nil {
+				log.Fatalf("-static: %v", err)
+			}
+			r, err := runRolling(strings.Split(*brokers, ","), *keys, int32(*partitions), *valueBytes, *instances, st)
+			if err != nil {
+				log.Fatalf("static=%v: %v", st, err)
+			}
+			fmt.Println(r)
+		}
+		return
+	} else if *scenario != "failover" {
+		log.Fatalf("-scenario %q: want failover or rolling", *scenario)
+	}
 	for _, s := range strings.Split(*standbys, ",") {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -289,7 +311,16 @@ type proc struct {
 	last     event
 	first    map[string]time.Time
 	restored map[string]event
+	// ticks are, per task, the times it processed records here (at most one
+	// every tickEvery), and restores every restore report with its time.
+	ticks    map[string][]time.Time
+	restores []timedRestore
 	done     chan struct{}
+}
+
+type timedRestore struct {
+	at time.Time
+	e  event
 }
 
 func startChild(s spec) (*proc, error) {
@@ -310,7 +341,7 @@ func startChild(s spec) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, first: map[string]time.Time{}, restored: map[string]event{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, first: map[string]time.Time{}, restored: map[string]event{}, ticks: map[string][]time.Time{}, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(out)
@@ -325,7 +356,11 @@ func startChild(s spec) (*proc, error) {
 				p.last = e
 			case "first":
 				p.first[e.Task] = time.Unix(0, e.At)
+				p.ticks[e.Task] = append(p.ticks[e.Task], time.Unix(0, e.At))
+			case "tick":
+				p.ticks[e.Task] = append(p.ticks[e.Task], time.Unix(0, e.At))
 			case "restored":
+				p.restores = append(p.restores, timedRestore{at: time.Now(), e: e})
 				r := p.restored[e.Task]
 				r.Records += e.Records
 				r.Millis += e.Millis
@@ -393,6 +428,8 @@ func child(arg string) error {
 	topology.AddProcessor(b, "put", func() processor.Processor[string, []byte, string, []byte] {
 		return &putter{first: func(task string) {
 			emit(event{Kind: "first", Task: task, At: time.Now().UnixNano()})
+		}, tick: func(task string, at time.Time) {
+			emit(event{Kind: "tick", Task: task, At: at.UnixNano()})
 		}}
 	}, "in")
 	topology.AddKeyValueStore(b, storeName, serde.String(), serde.Bytes(), "put")
@@ -401,7 +438,7 @@ func child(arg string) error {
 		return err
 	}
 	app, err := eddy.New(topo, eddy.Config{
-		ApplicationID: s.App, Brokers: s.Brokers, StateDir: s.StateDir, NumStandbyReplicas: s.Standbys,
+		ApplicationID: s.App, Brokers: s.Brokers, StateDir: s.StateDir, NumStandbyReplicas: s.Standbys, InstanceID: s.InstanceID,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnRestore: func(task processor.TaskID, r changelog.Result) {
 			if r.Store == storeName {
@@ -418,7 +455,7 @@ func child(arg string) error {
 		for ctx.Err() == nil {
 			time.Sleep(500 * time.Millisecond)
 			v := app.TasksView()
-			e := event{Kind: "status"}
+			e := event{Kind: "status", Gen: v.Generation}
 			for _, t := range v.Tasks {
 				switch t.Role {
 				case "active":
@@ -444,14 +481,22 @@ func child(arg string) error {
 	return app.Run(ctx)
 }
 
+// tickEvery is how often a task reports that it processes records: the resolution
+// of the pauses -scenario rolling measures (a pause is measured up to tickEvery
+// long), at 20 lines a second per task.
+const tickEvery = 50 * time.Millisecond
+
 // putter puts every record in the store and reports the first record of each task's
-// life on this instance (a task opened here anew makes new processors).
+// life on this instance (a task opened here anew makes new processors), then a tick
+// at the first record processed tickEvery after the last report.
 type putter struct {
-	ctx   processor.Context[string, []byte]
-	kv    statestore.KeyValueStore[string, []byte]
-	first func(task string)
-	task  string
-	seen  bool
+	ctx      processor.Context[string, []byte]
+	kv       statestore.KeyValueStore[string, []byte]
+	first    func(task string)
+	tick     func(task string, at time.Time)
+	task     string
+	seen     bool
+	lastTick time.Time
 }
 
 func (p *putter) Init(ctx processor.Context[string, []byte]) error {
@@ -464,7 +509,11 @@ func (p *putter) Init(ctx processor.Context[string, []byte]) error {
 func (p *putter) Process(rec processor.Record[string, []byte]) error {
 	if !p.seen {
 		p.seen = true
+		p.lastTick = time.Now()
 		p.first(p.task)
+	} else if now := time.Now(); now.Sub(p.lastTick) >= tickEvery {
+		p.lastTick = now
+		p.tick(p.task, now)
 	}
 	return p.kv.Put(rec.Key, rec.Value)
 }

@@ -1,0 +1,351 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/kafkatest"
+)
+
+// -scenario rolling (issue 24, item 5's rolling restart and item 4's pause of a task
+// that does not move): -instances instances of the key-value application share a
+// store of -keys keys over -partitions partitions with input flowing (2,000 updates
+// of random keys a second); each instance in turn is stopped with SIGTERM and started
+// again on its state dir, the next once the restarted one runs tasks and every task
+// runs somewhere, plus settleGap; then one more instance joins (a scale-up). It runs
+// once per -static setting: with static, every instance has Config.InstanceID
+// "inst-<i>", kept across its restart.
+//
+// A task's pause is the longest time between two consecutive records it processed,
+// on any instance (the children report a task's first record on an instance and then
+// a record at most every tickEvery, so a pause is measured up to tickEvery long); it
+// is processing time, not commit time. Rebalances are the generations the group went
+// through (App.TasksView's Generation, the highest any instance reports).
+
+// settleGap is how long the rolling restart waits after an instance is back before it
+// stops the next, and how long the scale-up runs after the new instance runs tasks.
+const settleGap = 5 * time.Second
+
+type rollingResult struct {
+	static, keys, partitions, instances int
+	baseline                            time.Duration   // longest pause of any task before the restarts
+	restarts                            []time.Duration // SIGTERM until the instance runs tasks again
+	rebalances                          int32
+	pause                               time.Duration // longest pause of any task during the rolling restart
+	pauseTask                           string
+	// The longest pause, over the restarts, of a task of the restarted instance and of
+	// a task of another instance (one that does not move).
+	pauseOwn, pauseOthers time.Duration
+	restored              int64
+	// The scale-up: generations, and the longest pause of a task that stayed where it
+	// was and of one that moved.
+	upRebalances               int32
+	upStill, upMoved           []string
+	upStillPause, upMovedPause time.Duration
+	upRestored                 int64
+}
+
+func (r rollingResult) String() string {
+	var rs []string
+	for _, d := range r.restarts {
+		rs = append(rs, d.Round(10*time.Millisecond).String())
+	}
+	return fmt.Sprintf("static=%v instances=%d partitions=%d keys=%d | rolling restart: rebalances=%d longest_pause=%v (task %s) of_restarted_instance=%v of_others=%v restored_records=%d back_after=%v baseline_pause=%v | scale-up %d->%d: rebalances=%d not_moved=%d longest_pause_not_moved=%v moved=%d longest_pause_moved=%v restored_records=%d",
+		r.static == 1, r.instances, r.partitions, r.keys, r.rebalances, r.pause.Round(10*time.Millisecond), r.pauseTask, r.pauseOwn.Round(10*time.Millisecond), r.pauseOthers.Round(10*time.Millisecond), r.restored, rs, r.baseline.Round(10*time.Millisecond),
+		r.instances, r.instances+1, r.upRebalances, len(r.upStill), r.upStillPause.Round(10*time.Millisecond), len(r.upMoved), r.upMovedPause.Round(10*time.Millisecond), r.upRestored)
+}
+
+func runRolling(brokers []string, keys int, partitions int32, valueBytes, instances int, static bool) (rollingResult, error) {
+	res := rollingResult{keys: keys, partitions: int(partitions), instances: instances}
+	if static {
+		res.static = 1
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	c, err := kafkatest.Dial(ctx, "kafka", brokers)
+	if err != nil {
+		return res, err
+	}
+	app := c.Unique(fmt.Sprintf("rolling-%v", static))
+	input := app + "-input"
+	defer deleteTopics(brokers, app)
+	if err := c.CreateTopic(ctx, input, partitions, nil); err != nil {
+		return res, err
+	}
+	value := make([]byte, valueBytes)
+	produce := func(n int, random bool) error {
+		const chunk = 20_000
+		for done := 0; done < n; done += chunk {
+			msgs := make([]*sarama.ProducerMessage, 0, chunk)
+			for i := done; i < min(n, done+chunk); i++ {
+				k := i
+				if random {
+					k = rand.IntN(keys)
+				}
+				msgs = append(msgs, &sarama.ProducerMessage{Key: sarama.StringEncoder("key-" + strconv.Itoa(k)), Value: sarama.ByteEncoder(value)})
+			}
+			if err := c.Produce(ctx, input, msgs...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := produce(keys, false); err != nil {
+		return res, err
+	}
+
+	// every child ever started (a restarted instance is a new process), for the ticks
+	// and restores of all of them; children holds the live one of each instance.
+	var all []*proc
+	specs := make([]spec, instances+1)
+	children := make([]*proc, instances+1)
+	start := func(i int) error {
+		p, err := startChild(specs[i])
+		if err != nil {
+			return err
+		}
+		children[i] = p
+		all = append(all, p)
+		return nil
+	}
+	defer func() {
+		for _, p := range children {
+			if p != nil {
+				p.kill()
+			}
+		}
+	}()
+	for i := range specs {
+		dir, err := os.MkdirTemp("", "eddy-rolling-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(dir)
+		specs[i] = spec{Brokers: brokers, App: app, Input: input, StateDir: dir}
+		if static {
+			specs[i].InstanceID = fmt.Sprintf("inst-%d", i)
+		}
+	}
+	for i := range instances {
+		if err := start(i); err != nil {
+			return res, err
+		}
+	}
+	live := func() []*proc {
+		var out []*proc
+		for _, p := range children {
+			if p != nil {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	// owners maps each running task to the instance that runs it; complete when every
+	// task runs somewhere.
+	owners := func() (map[string]int, bool) {
+		m := map[string]int{}
+		for i, p := range children {
+			if p == nil {
+				continue
+			}
+			for _, t := range p.status().Active {
+				m[t] = i
+			}
+		}
+		return m, len(m) == int(partitions)
+	}
+	generation := func() int32 {
+		var g int32
+		for _, p := range live() {
+			g = max(g, p.status().Gen)
+		}
+		return g
+	}
+	// waitRunning waits until instance i runs tasks and every task runs somewhere.
+	waitRunning := func(i int, limit time.Duration) error {
+		began := time.Now()
+		for {
+			if time.Since(began) > limit {
+				return fmt.Errorf("instance %d did not run tasks within %v (owners %v)", i, limit, func() map[string]int { m, _ := owners(); return m }())
+			}
+			time.Sleep(100 * time.Millisecond)
+			if _, ok := owners(); ok && len(children[i].status().Active) > 0 {
+				return nil
+			}
+		}
+	}
+	waitStart := time.Now()
+	for {
+		if time.Since(waitStart) > 10*time.Minute {
+			return res, fmt.Errorf("the instances did not settle within 10 minutes")
+		}
+		time.Sleep(time.Second)
+		lag, err := groupLag(ctx, c, app, input)
+		if err != nil {
+			return res, err
+		}
+		busy := 0
+		for _, p := range live() {
+			if len(p.status().Active) > 0 {
+				busy++
+			}
+		}
+		if _, ok := owners(); ok && lag == 0 && busy == instances {
+			break
+		}
+	}
+	log.Printf("static=%v: %d instances settled in %v", static, instances, time.Since(waitStart).Round(time.Millisecond))
+
+	flowCtx, stopFlow := context.WithCancel(ctx)
+	var flowing sync.WaitGroup
+	flowing.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for flowCtx.Err() == nil {
+			select {
+			case <-tick.C:
+			case <-flowCtx.Done():
+				return
+			}
+			if err := produce(200, true); err != nil && flowCtx.Err() == nil {
+				log.Printf("producing updates: %v", err)
+			}
+		}
+	})
+	defer func() { stopFlow(); flowing.Wait() }()
+	// Baseline: the longest pause with nothing happening but the flow.
+	time.Sleep(time.Second)
+	baseFrom := time.Now()
+	time.Sleep(settleGap)
+	res.baseline, _ = longestPause(all, baseFrom, time.Now(), nil)
+
+	from := time.Now()
+	gen0 := generation()
+	for i := range instances {
+		var own, others []string
+		m, _ := owners()
+		for t, j := range m {
+			if j == i {
+				own = append(own, t)
+			} else {
+				others = append(others, t)
+			}
+		}
+		stopped := time.Now()
+		children[i].term()
+		if err := start(i); err != nil {
+			return res, err
+		}
+		if err := waitRunning(i, 3*time.Minute); err != nil {
+			return res, err
+		}
+		res.restarts = append(res.restarts, time.Since(stopped))
+		log.Printf("static=%v: instance %d back after %v, generation %d", static, i, time.Since(stopped).Round(time.Millisecond), generation())
+		time.Sleep(settleGap)
+		p, _ := longestPause(all, stopped, time.Now(), own)
+		res.pauseOwn = max(res.pauseOwn, p)
+		p, _ = longestPause(all, stopped, time.Now(), others)
+		res.pauseOthers = max(res.pauseOthers, p)
+	}
+	to := time.Now()
+	res.rebalances = generation() - gen0
+	res.pause, res.pauseTask = longestPause(all, from, to, nil)
+	res.restored = restoredIn(all, from, to)
+
+	// Scale-up: one more instance joins.
+	before, _ := owners()
+	gen1 := generation()
+	upFrom := time.Now()
+	if err := start(instances); err != nil {
+		return res, err
+	}
+	if err := waitRunning(instances, 3*time.Minute); err != nil {
+		return res, err
+	}
+	time.Sleep(settleGap)
+	upTo := time.Now()
+	after, _ := owners()
+	res.upRebalances = generation() - gen1
+	for t, i := range before {
+		if after[t] == i {
+			res.upStill = append(res.upStill, t)
+		} else {
+			res.upMoved = append(res.upMoved, t)
+		}
+	}
+	sort.Strings(res.upStill)
+	sort.Strings(res.upMoved)
+	res.upStillPause, _ = longestPause(all, upFrom, upTo, res.upStill)
+	res.upMovedPause, _ = longestPause(all, upFrom, upTo, res.upMoved)
+	res.upRestored = restoredIn(all, upFrom, upTo)
+	log.Printf("static=%v: scale-up: tasks not moved %v, moved %v", static, res.upStill, res.upMoved)
+	for _, p := range live() {
+		p.term()
+	}
+	return res, nil
+}
+
+// longestPause is the longest time between two consecutive records any of tasks (all
+// tasks if nil) processed, on any of procs, over the pauses that overlap [from, to];
+// a task that has processed nothing since its last record counts up to to.
+func longestPause(procs []*proc, from, to time.Time, tasks []string) (time.Duration, string) {
+	byTask := map[string][]time.Time{}
+	for _, p := range procs {
+		p.mu.Lock()
+		for t, ts := range p.ticks {
+			byTask[t] = append(byTask[t], ts...)
+		}
+		p.mu.Unlock()
+	}
+	if tasks == nil {
+		for t := range byTask {
+			tasks = append(tasks, t)
+		}
+		sort.Strings(tasks)
+	}
+	var worst time.Duration
+	var worstTask string
+	for _, t := range tasks {
+		ts := byTask[t]
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+		prev := time.Time{}
+		for _, at := range append(ts, to) {
+			if at.After(to) {
+				at = to
+			}
+			if !prev.IsZero() && at.After(from) && prev.Before(to) && at.Sub(prev) > worst {
+				worst, worstTask = at.Sub(prev), t
+			}
+			prev = at
+		}
+	}
+	return worst, worstTask
+}
+
+// restoredIn is the changelog records the children reported restored in [from, to]
+// (the store "kv" of active tasks; standbys are not run here).
+func restoredIn(procs []*proc, from, to time.Time) int64 {
+	var n int64
+	for _, p := range procs {
+		p.mu.Lock()
+		for _, r := range p.restores {
+			if !r.at.Before(from) && !r.at.After(to) {
+				n += r.e.Records
+			}
+		}
+		p.mu.Unlock()
+	}
+	return n
+}
