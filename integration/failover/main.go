@@ -15,6 +15,11 @@
 // once the group's session timeout (eddy's 10 s) has passed, and restores them once the
 // killed instance's open transaction has been aborted (TransactionTimeout 10 s plus the
 // broker's check).
+//
+// -scenario rolling measures a rolling restart with and without static membership and
+// the pause of the tasks that do not move when an instance joins (rolling.go):
+//
+//	go run ./integration/failover -scenario rolling -keys 100000 -partitions 8 -static false,true
 package main
 
 import (
