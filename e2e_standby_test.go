@@ -40,8 +40,12 @@ func TestStandbyTakesOverWithTheTail(t *testing.T) {
 		if len(with.moved) == 0 || len(without.moved) == 0 {
 			t.Fatalf("no counting task moved (with %v, without %v)", with.moved, without.moved)
 		}
-		if with.restored > with.changelog/4 {
-			t.Errorf("with a standby, the takeover restored %d records of a %d-record changelog; want only the tail (at most a quarter)", with.restored, with.changelog)
+		// The tail is what the standby had not read yet: it reads every 500 ms while
+		// input flows, so its size depends on the machine's load (0-18 records of
+		// ~150 when quiet, 56 of 181 once at load 15). Half is far from the whole
+		// changelog that the mutant "the standby reads nothing" restores.
+		if with.restored > with.changelog/2 {
+			t.Errorf("with a standby, the takeover restored %d records of a %d-record changelog; want only the tail (at most half)", with.restored, with.changelog)
 		}
 		if without.restored < without.changelog {
 			t.Errorf("without a standby, the takeover restored %d records of a %d-record changelog; want all of it", without.restored, without.changelog)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kread"
@@ -370,9 +372,16 @@ func (rt *runtime) keptSum(id processor.TaskID, checkpoints map[string]int64) (i
 
 // changelogEnds sums, for the leader's plan, the last stable offsets of the kept
 // stores' changelog partitions of each task; a task one of whose offsets cannot be
-// read is left out.
+// read is left out. The reads share one bound, planLagBudget, and a changelog that
+// failed once is not asked again in the same plan: the leader plans inside the
+// rebalance, and a deleted changelog took 21 s per task of sarama's metadata retries,
+// which held every rebalance past its members' patience (CI run on 2953e64:
+// TestDeletedChangelogStopsTheAppAfterTaskTimeout never saw the tasks move).
 func (rt *runtime) changelogEnds(tasks []processor.TaskID) map[processor.TaskID]int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), planLagBudget)
+	defer cancel()
 	out := map[processor.TaskID]int64{}
+	failed := map[string]bool{}
 	for _, id := range tasks {
 		var sum int64
 		ok := true
@@ -380,9 +389,15 @@ func (rt *runtime) changelogEnds(tasks []processor.TaskID) map[processor.TaskID]
 			if !standbyKeeps(st) {
 				continue
 			}
-			_, end, err := kread.EndOffsets(rt.client, names.ChangelogTopic(rt.cfg.ApplicationID, st.Name), id.Partition)
+			topic := names.ChangelogTopic(rt.cfg.ApplicationID, st.Name)
+			if failed[topic] || ctx.Err() != nil {
+				ok = false
+				break
+			}
+			end, err := kread.ListOffsetAt(ctx, rt.client, topic, id.Partition, sarama.OffsetNewest, sarama.ReadCommitted)
 			if err != nil {
 				rt.logger.Debug("reading a changelog's end offset for the plan failed; no lag for the task", "task", id.String(), "store", st.Name, "error", err)
+				failed[topic] = true
 				ok = false
 				break
 			}
@@ -394,3 +409,7 @@ func (rt *runtime) changelogEnds(tasks []processor.TaskID) map[processor.TaskID]
 	}
 	return out
 }
+
+// planLagBudget bounds the leader's reading of changelog end offsets for one plan;
+// tasks left without an end are placed as if no member held their state.
+const planLagBudget = 3 * time.Second
