@@ -522,6 +522,11 @@ func (b *boltBackend) endUnsynced() error {
 func (b *boltBackend) do(op, store string, fn func() error) (err error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
+	return b.doLocked(op, store, fn)
+}
+
+// doLocked is do with the read lock held by the caller.
+func (b *boltBackend) doLocked(op, store string, fn func() error) (err error) {
 	if b.closed {
 		return fmt.Errorf("statestore: %s: %w", b.path, statestore.ErrClosed)
 	}
