@@ -32,6 +32,9 @@ type Progress struct {
 	// Done and Total count offsets (records and transaction markers) from the start of
 	// this restore to the end offset.
 	Done, Total int64
+	// End is the changelog offset the restore reads up to (its last stable offset when
+	// the restore began, or Restorer.Until).
+	End int64
 	// Rate is the records applied per second so far.
 	Rate     float64
 	Finished bool
@@ -236,7 +239,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 	}
 	run.res.From, run.res.To = run.from, run.end
 	if run.from >= run.end {
-		run.r.report(Progress{Store: run.store, Topic: run.topic, Partition: run.partition, Finished: true})
+		run.r.report(Progress{Store: run.store, Topic: run.topic, Partition: run.partition, End: run.end, Finished: true})
 		return nil
 	}
 	run.logger.Info("restoring store", "from", run.from, "to", run.end, "offsets", run.end-run.from, "wiped", run.res.Wiped)
@@ -422,7 +425,7 @@ func (run *restoreRun) read(ctx context.Context) error {
 		}
 		next = newNext
 		rate := float64(run.res.Records) / time.Since(run.began).Seconds()
-		run.r.report(Progress{Store: run.store, Topic: run.topic, Partition: run.partition, Done: next - run.from, Total: run.end - run.from, Rate: rate})
+		run.r.report(Progress{Store: run.store, Topic: run.topic, Partition: run.partition, Done: next - run.from, Total: run.end - run.from, End: run.end, Rate: rate})
 		if time.Since(lastLog) >= every {
 			lastLog = time.Now()
 			run.logger.Info("restoring store", "done", next-run.from, "remaining", run.end-next, "records_per_sec", int64(rate))
@@ -523,7 +526,7 @@ func (run *restoreRun) finish(ctx context.Context) error {
 	took := time.Since(run.began)
 	rate := float64(run.res.Records) / took.Seconds()
 	total := run.end - run.from
-	run.r.report(Progress{Store: run.store, Topic: run.topic, Partition: run.partition, Done: total, Total: total, Rate: rate, Finished: true})
+	run.r.report(Progress{Store: run.store, Topic: run.topic, Partition: run.partition, Done: total, Total: total, End: run.end, Rate: rate, Finished: true})
 	run.logger.Info("store restored", "records", run.res.Records, "offsets", total, "duration", took.Round(time.Millisecond), "records_per_sec", int64(rate), "key_order_load", loadTime.Round(time.Millisecond))
 	return nil
 }
