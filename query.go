@@ -216,15 +216,10 @@ func (rt *runtime) storeSub(store string) *graph.Subtopology {
 // locate finds the task holding a serialized key of a store: a running local task, or
 // a *NotLocalError naming the owner, or ErrNotReady.
 func (rt *runtime) locate(st *graph.Store, key []byte) (*taskRunner, string, error) {
-	sub := rt.storeSub(st.Name)
-	if sub == nil {
-		return nil, "", fmt.Errorf("eddy: %w: %q", statestore.ErrUnknownStore, st.Name)
-	}
-	n, err := rt.partitionCount(sub.AllSourceTopics(rt.cfg.ApplicationID)[0])
+	id, err := rt.keyTask(st, key)
 	if err != nil {
 		return nil, "", err
 	}
-	id := processor.TaskID{Subtopology: sub.ID, Partition: partition.ForKey(key, n)}
 	t, hosts := rt.registry.lookup(id)
 	if t != nil && !t.dead.Load() {
 		return t, rt.cfg.AdvertisedAddr, nil
@@ -239,6 +234,19 @@ func (rt *runtime) locate(st *graph.Store, key []byte) (*taskRunner, string, err
 		}
 	}
 	return nil, owner, &NotLocalError{Store: st.Name, Task: id, Owner: owner}
+}
+
+// keyTask returns the task whose partition of a store holds a serialized key.
+func (rt *runtime) keyTask(st *graph.Store, key []byte) (processor.TaskID, error) {
+	sub := rt.storeSub(st.Name)
+	if sub == nil {
+		return processor.TaskID{}, fmt.Errorf("eddy: %w: %q", statestore.ErrUnknownStore, st.Name)
+	}
+	n, err := rt.partitionCount(sub.AllSourceTopics(rt.cfg.ApplicationID)[0])
+	if err != nil {
+		return processor.TaskID{}, err
+	}
+	return processor.TaskID{Subtopology: sub.ID, Partition: partition.ForKey(key, n)}, nil
 }
 
 // queryGet reads a committed value of a local task's store.
