@@ -28,7 +28,7 @@ type served struct {
 	reg  *prometheus.Registry
 }
 
-func startServed(t *testing.T, e *wcEnv) *served {
+func startServed(t *testing.T, e *wcEnv, tune ...func(*eddy.Config)) *served {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,6 +38,9 @@ func startServed(t *testing.T, e *wcEnv) *served {
 	cfg.AdvertisedAddr = ln.Addr().String()
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = reg
+	for _, f := range tune {
+		f(&cfg)
+	}
 	in := start(t, e.topo, cfg)
 	srv := &http.Server{Handler: in.app.Handler()}
 	go func() { _ = srv.Serve(ln) }()

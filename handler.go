@@ -88,6 +88,7 @@ func (o HandlerOptions) withDefaults() HandlerOptions {
 //	GET /tasks                      this instance's tasks: state, store checkpoints, lag (TasksView)
 //	GET /topology[?format=dot|mermaid]  the topology description
 //	GET /stores/{store}/keys/{key}  an interactive query, JSON; forwarded to the owner
+//	GET /stores/{store}/keys/{key}?stale=true   from a standby or restoring copy here if need be
 //	GET /stores/{store}/keys?from=&to= | ?prefix=   a key scan of the local partitions
 //	GET /stores/{store}/windows/{key}?from=&to=[&backward=true]   windows of a key
 //	GET /stores/{store}/windows?from=&to=                         windows of every local key
@@ -335,12 +336,24 @@ func (h *handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		h.log.Debug("query key does not parse", "path", r.URL.Path, "error", err)
 		return
 	}
-	value, err := rt.queryGet(st, key)
+	stale, ok := staleParam(w, r)
+	if !ok {
+		return
+	}
+	var value []byte
+	var info *staleJSON
+	if stale {
+		var si StaleInfo
+		value, si, err = rt.queryGetStale(st, key)
+		info = newStaleJSON(si, st.Global)
+	} else {
+		value, err = rt.queryGet(st, key)
+	}
 	if h.answerQueryError(w, r, a, err) {
 		return
 	}
 	if value == nil {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no key %q in store %q", keyText, storeName))
+		writeJSON(w, http.StatusNotFound, notFoundAnswer{Error: fmt.Sprintf("no key %q in store %q", keyText, storeName), Stale: info})
 		return
 	}
 	v, err := st.ValueToJSON(value, topic)
@@ -348,7 +361,11 @@ func (h *handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		h.internalError(w, r, "the stored value does not deserialize", err)
 		return
 	}
-	body, err := json.Marshal(map[string]any{"store": storeName, "key": keyText, "value": v})
+	answer := map[string]any{"store": storeName, "key": keyText, "value": v}
+	if info != nil {
+		answer["stale"] = info
+	}
+	body, err := json.Marshal(answer)
 	if err != nil {
 		h.internalError(w, r, "the stored value does not encode as JSON", err)
 		return

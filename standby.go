@@ -53,6 +53,16 @@ type standbyTask struct {
 	caughtUp time.Time
 	rounds   int64
 	err      error // the last round's failure, nil once a round succeeds
+	// ends is each store's changelog end (last stable offset) as last read, updated as
+	// a round reads; current is, per store, the end the last finished round reached and
+	// when that round began: the store holds every change committed before then.
+	ends    map[string]int64
+	current map[string]storeCurrent
+
+	// fileMu guards file, the open store file that stale queries read (querystale.go),
+	// against its closing.
+	fileMu sync.RWMutex
+	file   kvstore.Backend
 }
 
 // standbyInfo is what /tasks and the metrics show of a standby.
@@ -157,6 +167,7 @@ func (rt *runtime) startStandby(id processor.TaskID) *standbyTask {
 		id: id, logger: rt.logger.With("task", id.String(), "standby", true),
 		cancel: cancel, done: make(chan struct{}),
 		lag: map[string]int64{}, checkpoint: map[string]int64{},
+		ends: map[string]int64{}, current: map[string]storeCurrent{},
 	}
 	go func() {
 		defer close(s.done)
@@ -193,7 +204,9 @@ func (s *standbyTask) run(ctx context.Context, rt *runtime) {
 	if file == nil {
 		return
 	}
+	s.publish(file)
 	defer func() {
+		s.publish(nil)
 		if err := file.Close(); err != nil {
 			s.logger.Warn("closing the standby's store file", "error", err)
 		}
@@ -267,12 +280,16 @@ func (s *standbyTask) round(ctx context.Context, rt *runtime, stores []standbySt
 		r := rt.restorer()
 		r.Tail = true
 		r.Logger = quiet(s.logger)
+		r.OnProgress = s.progress
+		began := time.Now()
 		res, err := r.Restore(ctx, st.backend, st.name, st.topic, s.id.Partition)
 		s.mu.Lock()
 		s.restored += res.Records
 		if err == nil {
 			s.lag[st.name] = res.To - res.From
 			s.checkpoint[st.name] = res.To
+			s.ends[st.name] = res.To
+			s.current[st.name] = storeCurrent{end: res.To, asOf: began}
 		}
 		s.mu.Unlock()
 		if err != nil {

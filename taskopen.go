@@ -197,8 +197,15 @@ func (t *taskRunner) restoreStore(ctx context.Context, buf *kvstore.Buffer, name
 			t.restoreLeft = map[string]int64{}
 		}
 		t.restoreLeft[p.Store] = p.Total - p.Done
+		if t.restoreEnd == nil {
+			t.restoreEnd = map[string]int64{}
+		}
+		t.restoreEnd[p.Store] = p.End
 		t.restoreMu.Unlock()
 	}
+	t.restoreMu.Lock()
+	delete(t.restoreEnd, name) // an earlier restore's end is not this one's
+	t.restoreMu.Unlock()
 	topic := t.changelogs[name]
 	if st := t.sourceStore(name); st != nil {
 		var err error

@@ -51,8 +51,11 @@ type taskRunner struct {
 	nodeRecords atomic.Pointer[map[string]int64]
 	// restoreLeft is the changelog offsets each store had left to restore at its last
 	// restore's progress report (for /tasks).
+	// restoreEnd is the changelog offset each store's restore reads up to (for stale
+	// queries, querystale.go).
 	restoreMu   sync.Mutex
 	restoreLeft map[string]int64
+	restoreEnd  map[string]int64
 	// life ends when the task closes. Sends and commits run under it (with timeouts),
 	// not under the session's context: a rebalance must not cut a commit in half.
 	life    context.Context

@@ -143,14 +143,19 @@ func TestRestoreSkipsAbortedTransactionsAndResumes(t *testing.T) {
 		// A small fetch size forces many batches; the first progress report stops it,
 		// as a rebalance would.
 		stopCtx, stop := context.WithCancel(ctx)
+		var reportedEnd int64
 		r := &restore.Restorer{Client: client, FetchMaxBytes: 4096, OnProgress: func(p restore.Progress) {
 			if !p.Finished {
+				reportedEnd = p.End
 				stop()
 			}
 		}}
 		res, err := r.Restore(stopCtx, backend, "s", topic, 0)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("interrupted restore: got %v, want context.Canceled", err)
+		}
+		if reportedEnd != end {
+			t.Fatalf("progress reported End %d; want the end offset %d (stale queries count the lag with it)", reportedEnd, end)
 		}
 		cp, ok, err := backend.Checkpoint("s")
 		if err != nil || !ok || cp <= 0 || cp >= end {
