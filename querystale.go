@@ -154,15 +154,25 @@ type storeCurrent struct {
 
 // getStale reads key from the standby's store file.
 func (s *standbyTask) getStale(store string, key []byte) ([]byte, StaleInfo, error) {
+	var v []byte
+	info, err := s.readStale(store, func(b kvstore.Backend) (snap kvstore.Snapshot, err error) {
+		v, snap, err = kvstore.GetAt(b, store, key)
+		return snap, err
+	})
+	return v, info, err
+}
+
+// readStale runs a snapshot read on the standby's store file.
+func (s *standbyTask) readStale(store string, read func(kvstore.Backend) (kvstore.Snapshot, error)) (StaleInfo, error) {
 	info := StaleInfo{Source: SourceStandby, Task: s.id}
 	s.fileMu.RLock()
 	defer s.fileMu.RUnlock()
 	if s.file == nil {
-		return nil, info, fmt.Errorf("%w: store %q: the standby of task %s has not opened its store file", ErrNotReady, store, s.id)
+		return info, fmt.Errorf("%w: store %q: the standby of task %s has not opened its store file", ErrNotReady, store, s.id)
 	}
-	v, snap, err := kvstore.GetAt(s.file, store, key)
+	snap, err := read(s.file)
 	if err := snapshotUsable(store, s.id, snap, err); err != nil {
-		return nil, info, err
+		return info, err
 	}
 	s.mu.Lock()
 	end, cur := s.ends[store], s.current[store]
@@ -171,22 +181,32 @@ func (s *standbyTask) getStale(store string, key []byte) ([]byte, StaleInfo, err
 	if !cur.asOf.IsZero() && snap.Checkpoint >= cur.end {
 		info.CurrentAsOf = cur.asOf
 	}
-	return v, info, nil
+	return info, nil
 }
 
 // getRestoring reads key from the store file of a task that is assigned here but not
 // running (restoring, or suspended between sessions).
 func (t *taskRunner) getRestoring(store string, key []byte) ([]byte, StaleInfo, error) {
+	var v []byte
+	info, err := t.readRestoring(store, func(b kvstore.Backend) (snap kvstore.Snapshot, err error) {
+		v, snap, err = kvstore.GetAt(b, store, key)
+		return snap, err
+	})
+	return v, info, err
+}
+
+// readRestoring runs a snapshot read on the store file of a task that does not run.
+func (t *taskRunner) readRestoring(store string, read func(kvstore.Backend) (kvstore.Snapshot, error)) (StaleInfo, error) {
 	info := StaleInfo{Source: SourceRestoring, Task: t.id}
 	t.queryMu.RLock()
 	defer t.queryMu.RUnlock()
 	st := taskState(t.state.Load())
 	if t.set == nil || st == taskClosed || t.set.Buffer(store) == nil {
-		return nil, info, fmt.Errorf("%w: store %q of task %s is %s and not open", ErrNotReady, store, t.id, st)
+		return info, fmt.Errorf("%w: store %q of task %s is %s and not open", ErrNotReady, store, t.id, st)
 	}
-	v, snap, err := kvstore.GetAt(t.set.Buffer(store).Backend(), store, key)
+	snap, err := read(t.set.Buffer(store).Backend())
 	if err := snapshotUsable(store, t.id, snap, err); err != nil {
-		return nil, info, err
+		return info, err
 	}
 	t.restoreMu.Lock()
 	end, ok := t.restoreEnd[store]
@@ -195,7 +215,7 @@ func (t *taskRunner) getRestoring(store string, key []byte) ([]byte, StaleInfo, 
 	if ok && st == taskRestoring {
 		info.LagRecords = max(0, end-snap.Checkpoint)
 	}
-	return v, info, nil
+	return info, nil
 }
 
 // snapshotUsable turns a snapshot read's failure, or a store with no checkpoint yet
