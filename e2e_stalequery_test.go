@@ -3,8 +3,10 @@ package eddy_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +114,47 @@ func TestStaleQueryFromStandby(t *testing.T) {
 		if code, _, body := get(t, path+"?stale=yes"); code != http.StatusBadRequest || !strings.Contains(body, "stale") {
 			t.Errorf("stale=yes: %d %s; want 400 naming the parameter", code, body)
 		}
+
+		// A key scan covers a's own partition, and with stale=true its standby's too.
+		scan := func(query string) (entries map[string]int64, sources []string) {
+			t.Helper()
+			code, _, body := get(t, a.base+"/stores/counts/keys?limit=10000"+query)
+			var ans struct {
+				Entries []struct {
+					Key   string
+					Value int64
+				}
+				Stale []struct{ Source, Task string }
+			}
+			if err := json.Unmarshal([]byte(body), &ans); err != nil || code != http.StatusOK {
+				t.Fatalf("scan%s: %d %s (%v)", query, code, body, err)
+			}
+			entries = map[string]int64{}
+			for _, e := range ans.Entries {
+				entries[e.Key] = e.Value
+			}
+			for _, c := range ans.Stale {
+				sources = append(sources, c.Source+" "+c.Task)
+			}
+			return entries, sources
+		}
+		plain, sources := scan("")
+		if len(plain) != len(e.want)-len(fromStandby) || sources != nil {
+			t.Errorf("plain scan on a: %d keys, copies %v; want the %d of a's own task, no stale list", len(plain), sources, len(e.want)-len(fromStandby))
+		}
+		all, sources := scan("&stale=true")
+		if !maps.Equal(all, e.want) || len(sources) != 2 || !slices.Contains(sources, "standby "+qaTask(t, qa, fromStandby[0])) {
+			t.Errorf("stale scan on a: %d keys (want all %d), copies %v; want a's active task and its standby of b's", len(all), len(e.want), sources)
+		}
 	})
+}
+
+// qaTask returns the task of word (held by another instance).
+func qaTask(t *testing.T, q *eddy.QueryableStore[string, int64], word string) string {
+	t.Helper()
+	var nl *eddy.NotLocalError
+	if _, _, err := q.Get(word); !errors.As(err, &nl) {
+		t.Fatalf("Get(%q): %v; want ErrNotLocal", word, err)
+	}
+	return nl.Task.String()
 }

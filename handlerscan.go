@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/eddy-streams/eddy/internal/graph"
+	"github.com/eddy-streams/eddy/internal/kvstore"
 )
 
 // Bounds of a key scan's answer (GET /stores/{store}/keys): scans read whole ranges
@@ -24,7 +26,9 @@ const (
 //
 // Without from, to or prefix it lists every key. Entries come in serialized key order,
 // at most limit of them (default 100, at most 10,000), "truncated" saying whether more
-// matched: 200 {"store", "entries": [{"key", "value"}, ...], "truncated"}. Like a
+// matched: 200 {"store", "entries": [{"key", "value"}, ...], "truncated"}. With
+// stale=true it also reads the standby replicas here and the tasks restoring here, and
+// "stale" lists each copy read (queryScanStale). Like a
 // window query of every key, it answers from the local partitions only; the console's
 // store browser asks every instance and merges.
 func (h *handler) serveScan(w http.ResponseWriter, r *http.Request) {
@@ -80,7 +84,23 @@ func (h *handler) serveScan(w http.ResponseWriter, r *http.Request) {
 		}
 		from, to = prefix, prefixEnd(prefix)
 	}
-	entries, err := rt.queryScan(st, from, to)
+	stale, ok := staleParam(w, r)
+	if !ok {
+		return
+	}
+	var entries []kvstore.Entry
+	var copies []*staleJSON
+	if stale {
+		var infos []StaleInfo
+		entries, infos, err = rt.queryScanStale(st, from, to)
+		slices.SortFunc(infos, func(x, y StaleInfo) int { return compareTasks(x.Task, y.Task) })
+		copies = make([]*staleJSON, 0, len(infos))
+		for _, si := range infos {
+			copies = append(copies, newStaleJSON(si, st.Global))
+		}
+	} else {
+		entries, err = rt.queryScan(st, from, to)
+	}
 	if h.answerQueryError(w, r, a, err) {
 		return
 	}
@@ -89,10 +109,11 @@ func (h *handler) serveScan(w http.ResponseWriter, r *http.Request) {
 		Value any `json:"value"`
 	}
 	answer := struct {
-		Store     string  `json:"store"`
-		Entries   []entry `json:"entries"`
-		Truncated bool    `json:"truncated"`
-	}{Store: storeName, Entries: []entry{}, Truncated: len(entries) > limit}
+		Store     string       `json:"store"`
+		Entries   []entry      `json:"entries"`
+		Truncated bool         `json:"truncated"`
+		Stale     []*staleJSON `json:"stale,omitempty"`
+	}{Store: storeName, Entries: []entry{}, Truncated: len(entries) > limit, Stale: copies}
 	for _, e := range entries[:min(limit, len(entries))] {
 		k, err := st.KeyToJSON(e.Key, topic)
 		if err != nil {
