@@ -17,6 +17,10 @@
 // one Kafka transaction (Guarantee ExactlyOnce, the default). A task that moves to
 // another instance restores its stores from the changelog, reading only the tail where
 // a local checkpoint exists.
+//
+// Query, QueryWindows and QuerySessions read the stores of a running application (and
+// App.Handler serves them over HTTP); QueryableStore.GetStale accepts an answer from a
+// standby replica (Config.NumStandbyReplicas) or a restoring task, with its lag.
 package eddy
 
 import (

@@ -88,7 +88,7 @@ func (o HandlerOptions) withDefaults() HandlerOptions {
 //	GET /tasks                      this instance's tasks: state, store checkpoints, lag (TasksView)
 //	GET /topology[?format=dot|mermaid]  the topology description
 //	GET /stores/{store}/keys/{key}  an interactive query, JSON; forwarded to the owner
-//	GET /stores/{store}/keys/{key}?stale=true   from a standby or restoring copy here if need be
+//	GET /stores/{store}/keys/{key}?stale=true   from a standby or restoring copy here if need be (scans too)
 //	GET /stores/{store}/keys?from=&to= | ?prefix=   a key scan of the local partitions
 //	GET /stores/{store}/windows/{key}?from=&to=[&backward=true]   windows of a key
 //	GET /stores/{store}/windows?from=&to=                         windows of every local key

@@ -48,7 +48,9 @@ func (e *NotLocalError) Is(target error) bool { return target == ErrNotLocal }
 
 // QueryableStore gives read-only access to the partitions of a store that this
 // instance holds, and says which instance holds the others. Reads see committed state:
-// the store as of its task's last commit. It is safe for concurrent use.
+// the store as of its task's last commit. GetStale also answers from a standby replica
+// or a restoring task here, saying which and how far behind (StaleInfo). It is safe for
+// concurrent use.
 //
 // Routing a key to its partition assumes the store's key is the partitioning key of its
 // sub-topology's input (murmur2 of the serialized key, as after AddRepartition), which
