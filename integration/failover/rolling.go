@@ -6,17 +6,10 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"sort"
-	"strconv"
-	"sync"
 	"time"
-
-	"github.com/IBM/sarama"
-
-	"github.com/eddy-streams/eddy/kafkatest"
 )
 
 // -scenario rolling (issue 24, item 5's rolling restart and item 4's pause of a task
@@ -74,66 +67,32 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	c, err := kafkatest.Dial(ctx, "kafka", brokers)
+	r, err := newRig(ctx, brokers, fmt.Sprintf("rolling-%v", static), keys, partitions, valueBytes)
 	if err != nil {
 		return res, err
 	}
-	app := c.Unique(fmt.Sprintf("rolling-%v", static))
-	input := app + "-input"
-	defer deleteTopics(brokers, app)
-	if err := c.CreateTopic(ctx, input, partitions, nil); err != nil {
-		return res, err
-	}
-	value := make([]byte, valueBytes)
-	produce := func(n int, random bool) error {
-		const chunk = 20_000
-		for done := 0; done < n; done += chunk {
-			msgs := make([]*sarama.ProducerMessage, 0, chunk)
-			for i := done; i < min(n, done+chunk); i++ {
-				k := i
-				if random {
-					k = rand.IntN(keys)
-				}
-				msgs = append(msgs, &sarama.ProducerMessage{Key: sarama.StringEncoder("key-" + strconv.Itoa(k)), Value: sarama.ByteEncoder(value)})
-			}
-			if err := c.Produce(ctx, input, msgs...); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := produce(keys, false); err != nil {
+	defer r.close()
+	if err := r.produce(keys, false); err != nil {
 		return res, err
 	}
 
-	// every child ever started (a restarted instance is a new process), for the ticks
-	// and restores of all of them; children holds the live one of each instance.
-	var all []*proc
+	// children holds the live process of each instance; r.all every one ever started.
 	specs := make([]spec, instances+1)
 	children := make([]*proc, instances+1)
 	start := func(i int) error {
-		p, err := startChild(specs[i])
+		p, err := r.start(specs[i])
 		if err != nil {
 			return err
 		}
 		children[i] = p
-		all = append(all, p)
 		return nil
 	}
-	defer func() {
-		for _, p := range children {
-			if p != nil {
-				p.kill()
-			}
-		}
-	}()
 	for i := range specs {
-		dir, err := os.MkdirTemp("", "eddy-rolling-")
+		dir, err := r.stateDir()
 		if err != nil {
 			return res, err
 		}
-		defer os.RemoveAll(dir)
-		specs[i] = spec{Brokers: brokers, App: app, Input: input, StateDir: dir}
+		specs[i] = spec{Brokers: brokers, App: r.app, Input: r.input, StateDir: dir}
 		if static {
 			specs[i].InstanceID = fmt.Sprintf("inst-%d", i)
 		}
@@ -187,49 +146,27 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 		}
 	}
 	waitStart := time.Now()
-	for {
-		if time.Since(waitStart) > 10*time.Minute {
-			return res, fmt.Errorf("the instances did not settle within 10 minutes")
-		}
-		time.Sleep(time.Second)
-		lag, err := groupLag(ctx, c, app, input)
-		if err != nil {
-			return res, err
-		}
+	err = r.settle(10*time.Minute, func() bool {
 		busy := 0
 		for _, p := range live() {
 			if len(p.status().Active) > 0 {
 				busy++
 			}
 		}
-		if _, ok := owners(); ok && lag == 0 && busy == instances {
-			break
-		}
+		_, ok := owners()
+		return ok && busy == instances
+	})
+	if err != nil {
+		return res, err
 	}
 	log.Printf("static=%v: %d instances settled in %v", static, instances, time.Since(waitStart).Round(time.Millisecond))
 
-	flowCtx, stopFlow := context.WithCancel(ctx)
-	var flowing sync.WaitGroup
-	flowing.Go(func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for flowCtx.Err() == nil {
-			select {
-			case <-tick.C:
-			case <-flowCtx.Done():
-				return
-			}
-			if err := produce(200, true); err != nil && flowCtx.Err() == nil {
-				log.Printf("producing updates: %v", err)
-			}
-		}
-	})
-	defer func() { stopFlow(); flowing.Wait() }()
+	r.startFlow()
 	// Baseline: the longest pause with nothing happening but the flow.
 	time.Sleep(time.Second)
 	baseFrom := time.Now()
 	time.Sleep(settleGap)
-	res.baseline, _ = longestPause(all, baseFrom, time.Now(), nil)
+	res.baseline, _ = longestPause(r.all, baseFrom, time.Now(), nil)
 
 	from := time.Now()
 	gen0 := generation()
@@ -254,15 +191,15 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 		res.restarts = append(res.restarts, time.Since(stopped))
 		log.Printf("static=%v: instance %d back after %v, generation %d", static, i, time.Since(stopped).Round(time.Millisecond), generation())
 		time.Sleep(settleGap)
-		p, _ := longestPause(all, stopped, time.Now(), own)
+		p, _ := longestPause(r.all, stopped, time.Now(), own)
 		res.pauseOwn = max(res.pauseOwn, p)
-		p, _ = longestPause(all, stopped, time.Now(), others)
+		p, _ = longestPause(r.all, stopped, time.Now(), others)
 		res.pauseOthers = max(res.pauseOthers, p)
 	}
 	to := time.Now()
 	res.rebalances = generation() - gen0
-	res.pause, res.pauseTask = longestPause(all, from, to, nil)
-	res.restored = restoredIn(all, from, to)
+	res.pause, res.pauseTask = longestPause(r.all, from, to, nil)
+	res.restored = restoredIn(r.all, from, to)
 
 	// Scale-up: one more instance joins.
 	before, _ := owners()
@@ -287,9 +224,9 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 	}
 	sort.Strings(res.upStill)
 	sort.Strings(res.upMoved)
-	res.upStillPause, _ = longestPause(all, upFrom, upTo, res.upStill)
-	res.upMovedPause, _ = longestPause(all, upFrom, upTo, res.upMoved)
-	res.upRestored = restoredIn(all, upFrom, upTo)
+	res.upStillPause, _ = longestPause(r.all, upFrom, upTo, res.upStill)
+	res.upMovedPause, _ = longestPause(r.all, upFrom, upTo, res.upMoved)
+	res.upRestored = restoredIn(r.all, upFrom, upTo)
 	log.Printf("static=%v: scale-up: tasks not moved %v, moved %v", static, res.upStill, res.upMoved)
 	for _, p := range live() {
 		p.term()
