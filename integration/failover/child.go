@@ -4,8 +4,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -62,6 +64,38 @@ type proc struct {
 	ticks    map[string][]time.Time
 	restores []timedRestore
 	done     chan struct{}
+	// races counts the race detector's reports on its stderr (a child of a test
+	// binary built with -race).
+	races *raceCounter
+}
+
+// raceCounter counts the lines "WARNING: DATA RACE" written to it.
+type raceCounter struct {
+	mu      sync.Mutex
+	n       int
+	partial []byte
+}
+
+func (r *raceCounter) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.partial = append(r.partial, b...)
+	for {
+		i := bytes.IndexByte(r.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		if bytes.Contains(r.partial[:i], []byte("WARNING: DATA RACE")) {
+			r.n++
+		}
+		r.partial = r.partial[i+1:]
+	}
+}
+
+func (r *raceCounter) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
 }
 
 type timedRestore struct {
@@ -79,7 +113,11 @@ func startChild(s spec) (*proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self, "-child", string(b))
-	cmd.Stderr = os.Stderr
+	// A child outlives no parent: when this process ends, however (a failed test, a
+	// go test timeout, a SIGKILL), the kernel kills its children.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	races := &raceCounter{}
+	cmd.Stderr = io.MultiWriter(os.Stderr, races)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -87,7 +125,7 @@ func startChild(s spec) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, first: map[string]time.Time{}, restored: map[string]event{}, ticks: map[string][]time.Time{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, races: races, first: map[string]time.Time{}, restored: map[string]event{}, ticks: map[string][]time.Time{}, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(out)

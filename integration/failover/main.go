@@ -29,9 +29,13 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/eddy-streams/eddy/processor"
 )
 
 func main() {
@@ -44,131 +48,236 @@ func main() {
 	}
 	brokers := flag.String("brokers", "127.0.0.1:19092", "Kafka bootstrap addresses, comma-separated")
 	keys := flag.Int("keys", 1_000_000, "distinct keys in the store")
-	partitions := flag.Int("partitions", 4, "input partitions (tasks)")
+	partitions := flag.Int("partitions", 8, "input partitions (tasks)")
 	valueBytes := flag.Int("value-bytes", 100, "bytes per value")
-	standbys := flag.String("standbys", "0,1", "standby counts to run, comma-separated")
-	scenario := flag.String("scenario", "failover", "failover (SIGKILL one of two instances) or rolling (a rolling restart of -instances instances, then one more instance joins)")
-	instances := flag.Int("instances", 3, "-scenario rolling: instances")
+	instances := flag.Int("instances", 3, "instances (the failover kills the first)")
+	standbys := flag.String("standbys", "", "standby counts (Config.NumStandbyReplicas) to run, comma-separated (default 0,1 for failover, 0 for rolling)")
+	scenario := flag.String("scenario", "failover", "failover (SIGKILL one of -instances instances) or rolling (a rolling restart of -instances instances, then one more instance joins)")
 	static := flag.String("static", "false,true", "-scenario rolling: static membership (Config.InstanceID) settings to run, comma-separated")
+	down := flag.Duration("down", 0, "-scenario rolling: how long each stopped instance stays down before it starts again")
+	scaleUp := flag.Bool("scaleup", true, "-scenario rolling: after the rolling restart, one more instance joins")
 	flag.Parse()
-	if *scenario == "rolling" {
+	if *scenario != "failover" && *scenario != "rolling" {
+		log.Fatalf("-scenario %q: want failover or rolling", *scenario)
+	}
+	if *instances < 2 {
+		log.Fatalf("-instances %d: want at least 2 (one is killed or restarted while the others run)", *instances)
+	}
+	if *standbys == "" {
+		*standbys = map[string]string{"failover": "0,1", "rolling": "0"}[*scenario]
+	}
+	var counts []int
+	for _, s := range strings.Split(*standbys, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			log.Fatalf("-standbys %q: want standby counts like 0,1", *standbys)
+		}
+		counts = append(counts, n)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	addrs := strings.Split(*brokers, ",")
+	for _, n := range counts {
+		if *scenario == "failover" {
+			r, err := runFailover(ctx, failoverConfig{brokers: addrs, keys: *keys, partitions: int32(*partitions), valueBytes: *valueBytes, instances: *instances, standbys: n})
+			if err != nil {
+				log.Fatalf("standbys=%d: %v", n, err)
+			}
+			fmt.Println(r)
+			continue
+		}
 		for _, s := range strings.Split(*static, ",") {
 			st, err := strconv.ParseBool(s)
 			if err != nil {
-				log.Fatalf("-static: %v", err)
+				log.Fatalf("-static %q: want true, false or both (false,true)", *static)
 			}
-			r, err := runRolling(strings.Split(*brokers, ","), *keys, int32(*partitions), *valueBytes, *instances, st)
+			r, err := runRolling(ctx, rollingConfig{brokers: addrs, keys: *keys, partitions: int32(*partitions), valueBytes: *valueBytes,
+				instances: *instances, static: st, standbys: n, down: *down, scaleUp: *scaleUp})
 			if err != nil {
-				log.Fatalf("static=%v: %v", st, err)
+				log.Fatalf("static=%v standbys=%d: %v", st, n, err)
 			}
 			fmt.Println(r)
 		}
-		return
-	} else if *scenario != "failover" {
-		log.Fatalf("-scenario %q: want failover or rolling", *scenario)
 	}
-	for _, s := range strings.Split(*standbys, ",") {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			log.Fatalf("-standbys: %v", err)
-		}
-		r, err := run(strings.Split(*brokers, ","), *keys, int32(*partitions), *valueBytes, n)
-		if err != nil {
-			log.Fatalf("standbys=%d: %v", n, err)
-		}
-		fmt.Println(r)
-	}
+}
+
+// failoverConfig is one run of the failover scenario.
+type failoverConfig struct {
+	brokers    []string
+	keys       int
+	partitions int32
+	valueBytes int
+	instances  int // the first is killed
+	standbys   int // Config.NumStandbyReplicas
+}
+
+// movedTask is what the failover measures of one task of the killed instance.
+type movedTask struct {
+	task string
+	// resume is the time from the SIGKILL until the task processed a record on a
+	// survivor (its processor's first record there).
+	resume time.Duration
+	// restored is the changelog records the survivors reported restoring for it
+	// (OnRestore, store "kv") after the kill; changelog is its changelog
+	// partition's end offset when it processed again (records and transaction markers).
+	restored, changelog int64
 }
 
 // result is one run's measurement.
 type result struct {
-	standbys  int
-	keys      int
-	moved     []string
-	restored  int64
-	restoreMs int64
-	resume    map[string]time.Duration
+	failoverConfig
+	moved []movedTask
+	races int // the race detector's reports in the children's stderr
+}
+
+// restored is the records restored over the moved tasks, and their changelogs' size.
+func (r result) restored() (restored, changelog int64) {
+	for _, m := range r.moved {
+		restored += m.restored
+		changelog += m.changelog
+	}
+	return restored, changelog
+}
+
+// worst is the longest resume of a moved task.
+func (r result) worst() time.Duration {
+	var w time.Duration
+	for _, m := range r.moved {
+		w = max(w, m.resume)
+	}
+	return w
 }
 
 func (r result) String() string {
-	var worst time.Duration
 	var per []string
-	for _, t := range r.moved {
-		worst = max(worst, r.resume[t])
-		per = append(per, fmt.Sprintf("%s:%v", t, r.resume[t].Round(10*time.Millisecond)))
+	for _, m := range r.moved {
+		per = append(per, fmt.Sprintf("%s:%v/%d/%d", m.task, m.resume.Round(10*time.Millisecond), m.restored, m.changelog))
 	}
-	return fmt.Sprintf("standbys=%d keys=%d moved=%v restored_records=%d restore_ms(sum)=%d resume_after_kill(max)=%v per_task=%v",
-		r.standbys, r.keys, r.moved, r.restored, r.restoreMs, worst.Round(10*time.Millisecond), per)
+	restored, changelog := r.restored()
+	return fmt.Sprintf("standbys=%d instances=%d partitions=%d keys=%d moved=%d restored_records=%d of_changelog=%d (%.2f%%) resume_after_kill(max)=%v per_task(resume/restored/changelog)=%v",
+		r.standbys, r.instances, r.partitions, r.keys, len(r.moved), restored, changelog, 100*float64(restored)/float64(max(changelog, 1)), r.worst().Round(10*time.Millisecond), per)
 }
 
-func run(brokers []string, keys int, partitions int32, valueBytes, standbys int) (result, error) {
-	res := result{standbys: standbys, keys: keys, resume: map[string]time.Duration{}}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	r, err := newRig(ctx, brokers, fmt.Sprintf("failover-%d", standbys), keys, partitions, valueBytes)
+// runFailover starts cfg.instances instances on a loaded store, waits until every
+// task runs, every record is processed and every standby has caught up, lets input
+// flow for 3 s, SIGKILLs the first instance and waits until each of its tasks
+// processes again on a survivor.
+func runFailover(ctx context.Context, cfg failoverConfig) (res result, err error) {
+	res = result{failoverConfig: cfg}
+	r, err := newRig(ctx, cfg.brokers, fmt.Sprintf("failover-%d", cfg.standbys), cfg.keys, cfg.partitions, cfg.valueBytes)
 	if err != nil {
 		return res, err
 	}
-	defer r.close()
+	defer func() {
+		r.close()
+		res.races = r.races()
+	}()
 	began := time.Now()
-	if err := r.produce(keys, false); err != nil {
+	if err := r.produce(cfg.keys, false); err != nil {
 		return res, err
 	}
-	log.Printf("standbys=%d: %d keys written in %v", standbys, keys, time.Since(began).Round(time.Millisecond))
+	log.Printf("standbys=%d: %d keys written in %v", cfg.standbys, cfg.keys, time.Since(began).Round(time.Millisecond))
 
-	children := make([]*proc, 2)
+	children := make([]*proc, cfg.instances)
 	for i := range children {
 		dir, err := r.stateDir()
 		if err != nil {
 			return res, err
 		}
-		if children[i], err = r.start(spec{Brokers: brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: standbys}); err != nil {
+		if children[i], err = r.start(spec{Brokers: cfg.brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys}); err != nil {
 			return res, err
 		}
 	}
-	// Both instances run their tasks, every record is processed, and the survivor's
-	// standbys (if any) have caught up.
 	var victim []string
 	waitStart := time.Now()
 	err = r.settle(10*time.Minute, func() bool {
-		s0, s1 := children[0].status(), children[1].status()
-		victim = s0.Active
-		return len(s0.Active) > 0 && len(s1.Active) > 0 && s1.StandbyN == s1.Standby && s1.Standby == standbys*len(s0.Active) && s1.Lag < 1000
+		victim = children[0].status().Active
+		return settled(children, int(cfg.partitions), cfg.standbys)
 	})
 	if err != nil {
 		return res, err
 	}
-	log.Printf("standbys=%d: settled in %v; the first instance runs %v", standbys, time.Since(waitStart).Round(time.Millisecond), victim)
+	log.Printf("standbys=%d: settled in %v; the first instance runs %v", cfg.standbys, time.Since(waitStart).Round(time.Millisecond), victim)
 
-	// Input flows from before the kill until the survivor runs every task.
 	r.startFlow()
 	time.Sleep(3 * time.Second)
 	killed := time.Now()
 	children[0].kill()
-	log.Printf("standbys=%d: SIGKILLed the first instance", standbys)
-	for {
+	log.Printf("standbys=%d: SIGKILLed the first instance", cfg.standbys)
+	survivors := children[1:]
+	resumed := map[string]time.Time{}
+	for len(resumed) < len(victim) {
 		if time.Since(killed) > 5*time.Minute {
-			return res, fmt.Errorf("the survivor did not resume %v within 5 minutes", victim)
+			return res, fmt.Errorf("the survivors did not resume %v within 5 minutes (resumed: %v)", victim, resumed)
 		}
-		time.Sleep(200 * time.Millisecond)
-		first := children[1].firsts()
-		done := 0
-		for _, t := range victim {
-			if at, ok := first[t]; ok && at.After(killed) {
-				done++
-				res.resume[t] = at.Sub(killed)
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return res, err
+		}
+		for _, p := range survivors {
+			for t, at := range p.firsts() {
+				if slices.Contains(victim, t) && at.After(killed) && resumed[t].IsZero() {
+					resumed[t] = at
+				}
 			}
 		}
-		if done == len(victim) {
-			break
-		}
 	}
-	res.moved = victim
+	ends, err := r.c.EndOffsets(ctx, r.app+"-"+storeName+"-changelog", sarama.ReadCommitted)
+	if err != nil {
+		return res, err
+	}
 	for _, t := range victim {
-		r := children[1].restoredOf(t)
-		res.restored += r.Records
-		res.restoreMs += r.Millis
+		id, err := processor.ParseTaskID(t)
+		if err != nil {
+			return res, err
+		}
+		res.moved = append(res.moved, movedTask{task: t, resume: resumed[t].Sub(killed), restored: restoredSince(survivors, t, killed), changelog: ends[id.Partition]})
 	}
-	children[1].term()
+	for _, p := range survivors {
+		p.term()
+	}
 	return res, nil
+}
+
+// settled reports whether every instance runs tasks, every task runs somewhere, and
+// every task has its standbys, running and caught up (in all within 1,000 records).
+func settled(children []*proc, partitions, standbys int) bool {
+	active := map[string]bool{}
+	var want, running, lag int64
+	for _, p := range children {
+		s := p.status()
+		if len(s.Active) == 0 {
+			return false
+		}
+		for _, t := range s.Active {
+			active[t] = true
+		}
+		want += int64(s.Standby)
+		running += int64(s.StandbyN)
+		lag += s.Lag
+	}
+	return len(active) == partitions && want == int64(standbys*partitions) && running == want && lag < 1000
+}
+
+// restoredSince is the records procs reported restoring for task's store after from.
+func restoredSince(procs []*proc, task string, from time.Time) int64 {
+	var n int64
+	for _, p := range procs {
+		p.mu.Lock()
+		for _, r := range p.restores {
+			if r.e.Task == task && r.at.After(from) {
+				n += r.e.Records
+			}
+		}
+		p.mu.Unlock()
+	}
+	return n
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }

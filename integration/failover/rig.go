@@ -71,6 +71,15 @@ func (r *rig) close() {
 	deleteTopics(r.brokers, r.app)
 }
 
+// races is the race detector's reports in the stderr of every child started.
+func (r *rig) races() int {
+	n := 0
+	for _, p := range r.all {
+		n += p.races.count()
+	}
+	return n
+}
+
 // produce writes n records of the key space: keys 0..n-1 in order, or n random keys.
 func (r *rig) produce(n int, random bool) error {
 	const chunk = 20_000

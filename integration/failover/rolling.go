@@ -6,10 +6,11 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"os/signal"
+	"slices"
 	"sort"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 // -scenario rolling (issue 24, item 5's rolling restart and item 4's pause of a task
@@ -18,8 +19,10 @@ import (
 // of random keys a second); each instance in turn is stopped with SIGTERM and started
 // again on its state dir, the next once the restarted one runs tasks and every task
 // runs somewhere, plus settleGap; then one more instance joins (a scale-up). It runs
-// once per -static setting: with static, every instance has Config.InstanceID
-// "inst-<i>", kept across its restart.
+// once per -static and -standbys setting: with static, every instance has
+// Config.InstanceID "inst-<i>", kept across its restart. With -down, each stopped
+// instance stays down that long before it starts again (longer than the session
+// timeout, 10 s: the group notices it is gone); -scaleup=false leaves out the scale-up.
 //
 // A task's pause is the longest time between two consecutive records it processed,
 // on any instance (the children report a task's first record on an instance and then
@@ -28,20 +31,44 @@ import (
 // through (App.TasksView's Generation, the highest any instance reports).
 
 // settleGap is how long the rolling restart waits after an instance is back before it
-// stops the next, and how long the scale-up runs after the new instance runs tasks.
+// stops the next, how long the scale-up runs after the new instance runs tasks, and
+// the baseline's length (rollingConfig.gap; the CI test's is shorter).
 const settleGap = 5 * time.Second
 
+// rollingConfig is one run of the rolling scenario.
+type rollingConfig struct {
+	brokers    []string
+	keys       int
+	partitions int32
+	valueBytes int
+	instances  int
+	static     bool          // Config.InstanceID "inst-<i>"
+	standbys   int           // Config.NumStandbyReplicas
+	down       time.Duration // how long a stopped instance stays down
+	scaleUp    bool          // then one more instance joins
+	gap        time.Duration // settleGap if 0
+}
+
 type rollingResult struct {
-	static, keys, partitions, instances int
-	baseline                            time.Duration   // longest pause of any task before the restarts
-	restarts                            []time.Duration // SIGTERM until the instance runs tasks again
-	rebalances                          int32
-	pause                               time.Duration // longest pause of any task during the rolling restart
-	pauseTask                           string
+	rollingConfig
+	races      int             // the race detector's reports in the children's stderr
+	baseline   time.Duration   // longest pause of any task before the restarts
+	restarts   []time.Duration // SIGTERM until the instance runs tasks again
+	rebalances int32
+	pause      time.Duration // longest pause of any task during the rolling restart
+	pauseTask  string
 	// The longest pause, over the restarts, of a task of the restarted instance and of
 	// a task of another instance (one that does not move).
 	pauseOwn, pauseOthers time.Duration
 	restored              int64
+	// changelog is the changelog's end offsets at the end of the restarts (records and
+	// transaction markers), what a full restore of every task would read.
+	changelog int64
+	// With down: per restart, how long after the SIGTERM every task of the stopped
+	// instance ran on another (0: not while it was down), and how many of its tasks it
+	// ran again settleGap after it was back.
+	movedAfter []time.Duration
+	cameBack   []string
 	// The scale-up: generations, and the longest pause of a task that stayed where it
 	// was and of one that moved.
 	upRebalances               int32
@@ -55,23 +82,36 @@ func (r rollingResult) String() string {
 	for _, d := range r.restarts {
 		rs = append(rs, d.Round(10*time.Millisecond).String())
 	}
-	return fmt.Sprintf("static=%v instances=%d partitions=%d keys=%d | rolling restart: rebalances=%d longest_pause=%v (task %s) of_restarted_instance=%v of_others=%v restored_records=%d back_after=%v baseline_pause=%v | scale-up %d->%d: rebalances=%d not_moved=%d longest_pause_not_moved=%v moved=%d longest_pause_moved=%v restored_records=%d",
-		r.static == 1, r.instances, r.partitions, r.keys, r.rebalances, r.pause.Round(10*time.Millisecond), r.pauseTask, r.pauseOwn.Round(10*time.Millisecond), r.pauseOthers.Round(10*time.Millisecond), r.restored, rs, r.baseline.Round(10*time.Millisecond),
-		r.instances, r.instances+1, r.upRebalances, len(r.upStill), r.upStillPause.Round(10*time.Millisecond), len(r.upMoved), r.upMovedPause.Round(10*time.Millisecond), r.upRestored)
+	s := fmt.Sprintf("static=%v standbys=%d down=%v instances=%d partitions=%d keys=%d | rolling restart: rebalances=%d longest_pause=%v (task %s) of_restarted_instance=%v of_others=%v restored_records=%d of_changelog=%d back_after=%v baseline_pause=%v",
+		r.static, r.standbys, r.down, r.instances, r.partitions, r.keys, r.rebalances, r.pause.Round(10*time.Millisecond), r.pauseTask, r.pauseOwn.Round(10*time.Millisecond), r.pauseOthers.Round(10*time.Millisecond), r.restored, r.changelog, rs, r.baseline.Round(10*time.Millisecond))
+	if r.down > 0 {
+		var ma []string
+		for _, d := range r.movedAfter {
+			ma = append(ma, d.Round(10*time.Millisecond).String())
+		}
+		s += fmt.Sprintf(" tasks_elsewhere_after=%v own_tasks_back=%v", ma, r.cameBack)
+	}
+	if r.scaleUp {
+		s += fmt.Sprintf(" | scale-up %d->%d: rebalances=%d not_moved=%d longest_pause_not_moved=%v moved=%d longest_pause_moved=%v restored_records=%d",
+			r.instances, r.instances+1, r.upRebalances, len(r.upStill), r.upStillPause.Round(10*time.Millisecond), len(r.upMoved), r.upMovedPause.Round(10*time.Millisecond), r.upRestored)
+	}
+	return s
 }
 
-func runRolling(brokers []string, keys int, partitions int32, valueBytes, instances int, static bool) (rollingResult, error) {
-	res := rollingResult{keys: keys, partitions: int(partitions), instances: instances}
-	if static {
-		res.static = 1
+func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err error) {
+	if cfg.gap == 0 {
+		cfg.gap = settleGap
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	r, err := newRig(ctx, brokers, fmt.Sprintf("rolling-%v", static), keys, partitions, valueBytes)
+	res = rollingResult{rollingConfig: cfg}
+	brokers, keys, partitions, instances, static := cfg.brokers, cfg.keys, cfg.partitions, cfg.instances, cfg.static
+	r, err := newRig(ctx, brokers, fmt.Sprintf("rolling-%v", static), keys, partitions, cfg.valueBytes)
 	if err != nil {
 		return res, err
 	}
-	defer r.close()
+	defer func() {
+		r.close()
+		res.races = r.races()
+	}()
 	if err := r.produce(keys, false); err != nil {
 		return res, err
 	}
@@ -92,7 +132,7 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 		if err != nil {
 			return res, err
 		}
-		specs[i] = spec{Brokers: brokers, App: r.app, Input: r.input, StateDir: dir}
+		specs[i] = spec{Brokers: brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys}
 		if static {
 			specs[i].InstanceID = fmt.Sprintf("inst-%d", i)
 		}
@@ -154,7 +194,7 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 			}
 		}
 		_, ok := owners()
-		return ok && busy == instances
+		return ok && busy == instances && settled(live(), int(partitions), cfg.standbys)
 	})
 	if err != nil {
 		return res, err
@@ -165,7 +205,7 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 	// Baseline: the longest pause with nothing happening but the flow.
 	time.Sleep(time.Second)
 	baseFrom := time.Now()
-	time.Sleep(settleGap)
+	time.Sleep(cfg.gap)
 	res.baseline, _ = longestPause(r.all, baseFrom, time.Now(), nil)
 
 	from := time.Now()
@@ -182,6 +222,11 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 		}
 		stopped := time.Now()
 		children[i].term()
+		children[i] = nil // its last status is not what runs now
+		if cfg.down > 0 {
+			res.movedAfter = append(res.movedAfter, waitDown(stopped, cfg.down, own, owners))
+			log.Printf("static=%v: instance %d down for %v; its tasks %v ran elsewhere after %v, generation %d", static, i, cfg.down, own, res.movedAfter[len(res.movedAfter)-1], generation())
+		}
 		if err := start(i); err != nil {
 			return res, err
 		}
@@ -190,7 +235,16 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 		}
 		res.restarts = append(res.restarts, time.Since(stopped))
 		log.Printf("static=%v: instance %d back after %v, generation %d", static, i, time.Since(stopped).Round(time.Millisecond), generation())
-		time.Sleep(settleGap)
+		time.Sleep(cfg.gap)
+		if cfg.down > 0 {
+			back := 0
+			for _, t := range children[i].status().Active {
+				if slices.Contains(own, t) {
+					back++
+				}
+			}
+			res.cameBack = append(res.cameBack, fmt.Sprintf("%d/%d", back, len(own)))
+		}
 		p, _ := longestPause(r.all, stopped, time.Now(), own)
 		res.pauseOwn = max(res.pauseOwn, p)
 		p, _ = longestPause(r.all, stopped, time.Now(), others)
@@ -200,6 +254,19 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 	res.rebalances = generation() - gen0
 	res.pause, res.pauseTask = longestPause(r.all, from, to, nil)
 	res.restored = restoredIn(r.all, from, to)
+	ends, err := r.c.EndOffsets(ctx, r.app+"-"+storeName+"-changelog", sarama.ReadCommitted)
+	if err != nil {
+		return res, err
+	}
+	for _, e := range ends {
+		res.changelog += e
+	}
+	if !cfg.scaleUp {
+		for _, p := range live() {
+			p.term()
+		}
+		return res, nil
+	}
 
 	// Scale-up: one more instance joins.
 	before, _ := owners()
@@ -211,7 +278,7 @@ func runRolling(brokers []string, keys int, partitions int32, valueBytes, instan
 	if err := waitRunning(instances, 3*time.Minute); err != nil {
 		return res, err
 	}
-	time.Sleep(settleGap)
+	time.Sleep(cfg.gap)
 	upTo := time.Now()
 	after, _ := owners()
 	res.upRebalances = generation() - gen1
@@ -285,4 +352,27 @@ func restoredIn(procs []*proc, from, to time.Time) int64 {
 		p.mu.Unlock()
 	}
 	return n
+}
+
+// waitDown waits until down has passed since stopped and returns how long after
+// stopped every task of own ran on another instance (0 if not by then).
+func waitDown(stopped time.Time, down time.Duration, own []string, owners func() (map[string]int, bool)) time.Duration {
+	var elsewhere time.Duration
+	for time.Since(stopped) < down {
+		time.Sleep(100 * time.Millisecond)
+		if elsewhere > 0 {
+			continue
+		}
+		m, _ := owners()
+		n := 0
+		for _, t := range own {
+			if _, ok := m[t]; ok {
+				n++
+			}
+		}
+		if n == len(own) {
+			elsewhere = time.Since(stopped)
+		}
+	}
+	return elsewhere
 }
