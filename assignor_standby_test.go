@@ -228,3 +228,36 @@ func TestAssignorPrefersFreshestState(t *testing.T) {
 		t.Errorf("end offsets asked for %v; want [1_0], the one task reported with offsets", asked)
 	}
 }
+
+// A killed member's task goes to the member holding its caught-up standby even when
+// that member is full with its own tasks (Kafka Streams' acceptable.recovery.lag), not
+// to a member with room and no state; a holder further behind than
+// acceptableRecoveryLag gets no more than its share.
+func TestAssignorGivesOrphanToFullCaughtUpHolder(t *testing.T) {
+	a, _ := standbyAssignor(t, 1)
+	ends := map[string]int64{"1_2": 1000, "1_3": 1000 + 2*acceptableRecoveryLag}
+	a.endOffsets = func(tasks []processor.TaskID) map[processor.TaskID]int64 {
+		out := map[processor.TaskID]int64{}
+		for _, id := range tasks {
+			out[id] = ends[id.String()]
+		}
+		return out
+	}
+	// m3, which ran 1_2 and 1_3, is gone. m1 runs its share (4 of 8 tasks) and holds a
+	// standby of 1_2 5 records behind and an old dir of 1_3 20,000 behind; m2 has room.
+	members := map[string]sarama.ConsumerGroupMemberMetadata{
+		"m1": member(t, subscriptionData{Version: 1, Owned: []string{"0_0", "0_1", "1_0", "1_1"}, State: []string{"1_0", "1_1", "1_2", "1_3"}, Standby: []string{"1_2"},
+			Offsets: map[string]int64{"1_0": caughtUp, "1_1": caughtUp, "1_2": 995, "1_3": 1000}}),
+		"m2": member(t, subscriptionData{Version: 1, Owned: []string{"0_2", "0_3"}}),
+	}
+	active, _ := planStandbys(t, a, members)
+	if !slices.Contains(active["m1"], "1_2") {
+		t.Errorf("task 1_2 went to m2, which has no state of it, not to m1's standby 5 records behind (actives %v)", active)
+	}
+	if !slices.Contains(active["m2"], "1_3") {
+		t.Errorf("task 1_3 went to m1, full and 20,000 records behind, not to m2 with room (actives %v)", active)
+	}
+	if len(active["m1"]) != 5 || len(active["m2"]) != 3 {
+		t.Errorf("actives %v; want m1's 4 and 1_2, m2's 2 and 1_3", active)
+	}
+}
