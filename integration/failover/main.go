@@ -1,25 +1,51 @@
 //go:build linux
 
-// Command failover measures what a standby replica saves when an instance is killed
-// (issue 24, item 5's short form): two instances of a key-value application (every
-// input record is put in the logged store "kv") share a store of -keys keys over
-// -partitions partitions, with input flowing; the first is SIGKILLed, and the second
-// reports, for each task it takes over, the changelog records it restored and the time
-// from the kill until the task processed a record again. It runs once per standby
-// count in -standbys and prints one line each.
+// Command failover measures eddy's availability (issue 24 items 5 and 6): what a
+// standby replica saves when an instance is killed, and what static membership saves in
+// a rolling restart.
+//
+// The application (child.go; the Kafka Streams version under kstreams/ must keep it
+// comparable): every input record is put in the logged, persistent key-value store "kv"
+// (exactly-once, eddy's defaults: session timeout 10 s, transaction timeout 10 s,
+// commit interval 100 ms). The input topic "<app>-input" has -partitions partitions (8:
+// 8 tasks); the changelog is "<app>-kv-changelog". Keys are "key-<n>", n in [0, -keys);
+// values are -value-bytes zero bytes (100). The store is loaded with every key once, in
+// order, before the instances start; then, from before the kill or the first restart to
+// the end, 200 updates of random keys every 100 ms (2,000 a second, about 250 a task).
+//
+//   - "Processes again": a task's processor reports its first record on an instance (a
+//     task opened anew makes new processors) and then one record at most every 50 ms.
+//     After a kill, a moved task's resume time is from the SIGKILL to its first record
+//     on a survivor; a pause is the longest time between two consecutive records of a
+//     task on any instance (to within 50 ms).
+//   - "Restored": the changelog records of store "kv" the instances report through
+//     Config.OnRestore (changelog.Result.Records), against the changelog partition's end
+//     offset (records and transaction markers) for the percentage.
+//   - Rebalances: generations, the highest App.TasksView().Generation any instance
+//     reports, end minus start.
+//
+// -scenario failover (the default) starts -instances instances (3) with
+// NumStandbyReplicas from -standbys (0,1: one run each), waits until every task runs,
+// every record is processed and every standby runs within 1,000 records of the end,
+// lets input flow 3 s, SIGKILLs the first instance (no commit, no LeaveGroup: the
+// survivors get its tasks once the group's session timeout has passed and the broker
+// has aborted its open transaction) and reports per moved task the resume time and the
+// records restored:
 //
 //	go run ./integration/failover -brokers 127.0.0.1:19092 -keys 1000000 -standbys 0,1
 //
-// The instances are child processes of this command (the same binary with -child), so
-// the kill is a real SIGKILL: no commit, no LeaveGroup; the survivor takes the tasks
-// once the group's session timeout (eddy's 10 s) has passed, and restores them once the
-// killed instance's open transaction has been aborted (TransactionTimeout 10 s plus the
-// broker's check).
+// -scenario rolling stops each instance in turn with SIGTERM and starts it again on its
+// kept state dir, with and without static membership (-static false,true;
+// Config.InstanceID "inst-<i>"), optionally staying down -down long (longer than the
+// session timeout: the group notices), then one more instance joins (-scaleup)
+// (rolling.go):
 //
-// -scenario rolling measures a rolling restart with and without static membership and
-// the pause of the tasks that do not move when an instance joins (rolling.go):
+//	go run ./integration/failover -scenario rolling -keys 1000000 -static false,true
+//	go run ./integration/failover -scenario rolling -keys 1000000 -static true -standbys 1 -down 30s -scaleup=false
 //
-//	go run ./integration/failover -scenario rolling -keys 100000 -partitions 8 -static false,true
+// The instances are child processes (the same binary with -child; the test binary in
+// failover_test.go, whose TestAvailability is the short form CI runs), killed with the
+// command however it ends.
 package main
 
 import (

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"math/rand/v2"
@@ -150,6 +151,9 @@ func (r *rig) settle(limit time.Duration, ready func() bool) error {
 		}
 		time.Sleep(time.Second)
 		lag, err := groupLag(r.ctx, r.c, r.app, r.input)
+		if errors.Is(err, sarama.ErrGroupIDNotFound) {
+			continue // the embedded broker's answer before the group's first commit
+		}
 		if err != nil {
 			return err
 		}
