@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/changelog"
 	"github.com/eddy-streams/eddy/processor"
@@ -36,6 +37,9 @@ type spec struct {
 	Standbys int
 	// InstanceID is Config.InstanceID (static membership; empty: dynamic).
 	InstanceID string
+	// SessionTimeout is the group's session timeout (sarama's
+	// Consumer.Group.Session.Timeout; 0: eddy's 10 s).
+	SessionTimeout time.Duration
 }
 
 // event is one line a child prints on stdout.
@@ -223,6 +227,11 @@ func child(arg string) error {
 	}
 	app, err := eddy.New(topo, eddy.Config{
 		ApplicationID: s.App, Brokers: s.Brokers, StateDir: s.StateDir, NumStandbyReplicas: s.Standbys, InstanceID: s.InstanceID,
+		Sarama: func(c *sarama.Config) {
+			if s.SessionTimeout > 0 {
+				c.Consumer.Group.Session.Timeout = s.SessionTimeout
+			}
+		},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnRestore: func(task processor.TaskID, r changelog.Result) {
 			if r.Store == storeName {

@@ -47,6 +47,9 @@ type rollingConfig struct {
 	down       time.Duration // how long a stopped instance stays down
 	scaleUp    bool          // then one more instance joins
 	gap        time.Duration // settleGap if 0
+	// sessionTimeout is the instances' session timeout (0: eddy's 10 s): a static
+	// member restarted within it causes no rebalance.
+	sessionTimeout time.Duration
 }
 
 type rollingResult struct {
@@ -132,7 +135,7 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 		if err != nil {
 			return res, err
 		}
-		specs[i] = spec{Brokers: brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys}
+		specs[i] = spec{Brokers: brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, SessionTimeout: cfg.sessionTimeout}
 		if static {
 			specs[i].InstanceID = fmt.Sprintf("inst-%d", i)
 		}
