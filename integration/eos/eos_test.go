@@ -131,20 +131,36 @@ func TestTaskMovesTwiceBehindAnOpenTransaction(t *testing.T) {
 // with commit intervals of 100 ms and 5 s (so kills land inside open transactions), on
 // the embedded broker and on the real Kafka of EDDY_TEST_BROKERS.
 // The two clusters run in parallel.
+//
+// On real Kafka the instances also run with one standby per task and static IDs (issue
+// 24 item 5), and the faults include a stalled zombie replaced by an instance with its
+// InstanceID (Replace): on Kafka's own coordinator, which decides what a static
+// member's restart and replacement do (kfake copies it, patched), and at no extra
+// time: the same five faults, one of them a replacement instead of a second kill,
+// stop or pause.
 func TestShortMode(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
 		t.Parallel()
+		static := c.Name() != "embedded"
 		tails := 0
 		for _, commit := range []time.Duration{100 * time.Millisecond, 5 * time.Second} {
 			t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
 				ctx := testContext(t, 5*time.Minute)
-				res := run(t, ctx, eos.Config{
+				cfg := eos.Config{
 					Brokers: c.Addrs(), Prefix: c.Unique("eos"), Seed: seedFor(t),
 					Records: 20000, Keys: 200, Partitions: 4, Buckets: 16, Instances: 3,
 					CommitInterval: commit, Faults: 5, Finals: true, Join: eos.JoinFor(20000, 200),
-				})
+				}
+				if static {
+					cfg.Standbys, cfg.Static = 1, true
+					cfg.FaultKinds = []eos.FaultKind{eos.Kill, eos.Term, eos.Pause, eos.Replace}
+				}
+				res := run(t, ctx, cfg)
 				if !res.OK() {
 					t.Errorf("%s", res.Summary())
+				}
+				if static {
+					checkStatic(t, res)
 				}
 				if n := res.Kills + res.Stops + res.Pauses; n < 5 || res.Kills == 0 || res.Stops == 0 || res.Pauses == 0 {
 					t.Errorf("faults: %d kills, %d stops, %d pauses; want at least 5, each kind once", res.Kills, res.Stops, res.Pauses)
@@ -165,6 +181,18 @@ func TestShortMode(t *testing.T) {
 			t.Error("no restore after a SIGKILL was checked for restoring only the tail")
 		}
 	})
+}
+
+// checkStatic checks a run with static IDs did what static IDs change: a zombie
+// replaced and fenced, and a restart back in the group without a rebalance.
+func checkStatic(t *testing.T, res *eos.Result) {
+	t.Helper()
+	if res.Replacements == 0 || res.ZombiesFenced != res.Replacements {
+		t.Errorf("%d replacements, %d zombies fenced: want at least one, each zombie fenced", res.Replacements, res.ZombiesFenced)
+	}
+	if res.StaticRejoins == 0 {
+		t.Errorf("no restart or replacement of a static member took its tasks back without a rebalance (%d found a new generation)", res.RejoinRebalances)
+	}
 }
 
 // TestShortModeRetentionChange restarts every instance that a kill or a stop faults with

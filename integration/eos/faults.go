@@ -85,6 +85,19 @@ const (
 	// again on its data dir (Config.Postgres.Control); like BrokerKill, not aimed at an
 	// instance.
 	PostgresCrash
+
+	// Replace is a stalled zombie with a static ID (it needs Config.Static): the
+	// instance stops (SIGSTOP, inside a commit when it can: its stall file), and while
+	// it is stopped, within its session timeout, a replacement starts in its place with
+	// the same InstanceID, as a new pod on another host would, on a state dir of its
+	// own: the first replacement of a run on an empty one (a host without the volume:
+	// another instance ID in the state dir, so other transactional IDs, and what must
+	// fence the zombie is its member ID), the next on a copy of the zombie's state dir
+	// taken while it is stopped (a snapshot of the volume: the same instance ID, so the
+	// replacement's producers fence the zombie's), and so on alternately. Once the
+	// replacement runs tasks, the zombie resumes; it must be fenced and stop. Counted
+	// with the pauses.
+	Replace
 )
 
 // SinkFaultKinds are the fault kinds at the steps of the sink protocol.
@@ -141,13 +154,15 @@ func (k FaultKind) String() string {
 		return "kill-in-recovery"
 	case PostgresCrash:
 		return "postgres-crash"
+	case Replace:
+		return "replace"
 	}
 	return fmt.Sprintf("FaultKind(%d)", int(k))
 }
 
 // ParseFaultKind reads a FaultKind's name.
 func ParseFaultKind(s string) (FaultKind, error) {
-	all := append([]FaultKind{Kill, Term, Pause, BrokerKill, Stall, MoveTwice, PostgresCrash}, ClusterFaultKinds()...)
+	all := append([]FaultKind{Kill, Term, Pause, BrokerKill, Stall, MoveTwice, PostgresCrash, Replace}, ClusterFaultKinds()...)
 	all = append(all, SinkFaultKinds()...)
 	names := make([]string, len(all))
 	for i, k := range all {
@@ -319,6 +334,12 @@ func PlanFaults(c PlanConfig) ([]Fault, time.Duration) {
 			// The crash and the restart (WAL recovery) take what they take; Down is
 			// not used.
 			overhead = 3 * time.Second
+		case Replace:
+			// Down: how long the zombie stays stopped once its replacement runs tasks.
+			// overhead: the stall (a commit), the replacement's start and join, the
+			// zombie's end.
+			f.Down = time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
+			overhead = 8 * time.Second
 		case KillInRecovery:
 			// Two kills, the second after the task's move (a session timeout).
 			f.Down = 500*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond)))

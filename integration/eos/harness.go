@@ -74,6 +74,12 @@ type Config struct {
 	InternalTopicConfigs map[string]string
 	// Standbys is the instances' eddy.Config.NumStandbyReplicas (0: none).
 	Standbys int
+	// Static gives each instance a static group membership: eddy.Config.InstanceID
+	// "i<n>", the same across its restarts (which keep its state dir), as a StatefulSet
+	// pod's name. A killed or stopped instance restarted within its session timeout
+	// then takes its tasks back in the same generation (Result.StaticRejoins), and the
+	// Replace fault becomes possible.
+	Static bool
 	// Seed makes the run's keys, event times and fault schedule.
 	Seed uint64
 	// Clock gives the input records their event times and Windows are the windowed
@@ -144,6 +150,17 @@ type Result struct {
 	// DeadMembersRemoved counts the group members of dead processes that the broker
 	// kept and the harness removed (removeDeadMembers); 0 on real Kafka.
 	DeadMembersRemoved int
+	// Replacements counts the Replace faults (FreshReplacements of them on an empty
+	// state dir, the others on a copy of the zombie's); ZombiesFenced the zombies that
+	// stopped, once resumed, on the runtime's error for a replaced static member.
+	Replacements      int
+	FreshReplacements int
+	ZombiesFenced     int
+	// StaticRejoins counts the restarts (after a kill, a stop or a replacement) of a
+	// static member that took their assignment in the generation the group had before
+	// the fault (no rebalance); RejoinRebalances those that found a newer generation.
+	StaticRejoins    int
+	RejoinRebalances int
 	// PostgresCrashes counts the PostgresCrash faults; SinkKills the sink faults' kills
 	// by step (counted with the kills too); SinkFaultsMissed the armed steps no
 	// instance reached in time.
@@ -155,12 +172,14 @@ type Result struct {
 	// Observed is what the verifier read back.
 	Observed *Observed
 	postgres bool
+	static   bool
 }
 
 // Summary is the one-line result (records: those in the input topic):
 // eos-verify: records=N kills=K stops=S pauses=Z broker-restarts=B duplicates=D lost=L hanging=H mismatched=M
 // with cluster faults, "cluster-faults=C broker-pauses=P" come after broker-restarts;
-// with the PostgreSQL target, "pg-crashes=C sink-kills=F" after them and
+// with static membership, "replacements=R zombies-fenced=Z static-rejoins=J
+// rejoin-rebalances=G" after them; with the PostgreSQL target, "pg-crashes=C sink-kills=F" after them and
 // "pg-rows=R prepared-left=P" at the end (the duplicates, lost and mismatched counts
 // include the tables').
 func (r *Result) Summary() string {
@@ -179,6 +198,10 @@ func (r *Result) Summary() string {
 		}
 		cluster = fmt.Sprintf(" cluster-faults=%d broker-pauses=%d", n, r.BrokerPauses)
 	}
+	static := ""
+	if r.static {
+		static = fmt.Sprintf(" replacements=%d zombies-fenced=%d static-rejoins=%d rejoin-rebalances=%d", r.Replacements, r.ZombiesFenced, r.StaticRejoins, r.RejoinRebalances)
+	}
 	pg, prepared := "", ""
 	if r.postgres {
 		n := 0
@@ -188,8 +211,8 @@ func (r *Result) Summary() string {
 		pg = fmt.Sprintf(" pg-crashes=%d sink-kills=%d", r.PostgresCrashes, n)
 		prepared = fmt.Sprintf(" pg-rows=%d prepared-left=%d", rep.PGRows, rep.PGPrepared)
 	}
-	return fmt.Sprintf("eos-verify: records=%d kills=%d stops=%d pauses=%d broker-restarts=%d%s%s duplicates=%d lost=%d hanging=%d mismatched=%d%s",
-		records, r.Kills, r.Stops, r.Pauses, r.BrokerRestarts, cluster, pg, rep.Duplicates, rep.Lost, rep.Hanging, rep.Mismatched, prepared)
+	return fmt.Sprintf("eos-verify: records=%d kills=%d stops=%d pauses=%d broker-restarts=%d%s%s%s duplicates=%d lost=%d hanging=%d mismatched=%d%s",
+		records, r.Kills, r.Stops, r.Pauses, r.BrokerRestarts, cluster, static, pg, rep.Duplicates, rep.Lost, rep.Hanging, rep.Mismatched, prepared)
 }
 
 // OK reports whether the run found nothing wrong.
@@ -259,6 +282,9 @@ func (c *Config) defaults() error {
 			return fmt.Errorf("eos: the stall fault needs a session timeout (%v) at least 3 s above the transaction timeout (%v)", c.SessionTimeout, txn)
 		}
 	}
+	if slices.Contains(c.FaultKinds, Replace) && !c.Static {
+		return errors.New("eos: the replace fault needs static membership (Static)")
+	}
 	if slices.Contains(c.FaultKinds, MoveTwice) {
 		if c.Instances < 3 {
 			return fmt.Errorf("eos: the move-twice fault needs three instances, not %d", c.Instances)
@@ -319,6 +345,9 @@ type harness struct {
 	// membersClient and membersChecked serve removeDeadMembers.
 	membersClient  sarama.Client
 	membersChecked time.Time
+	// zombieDirs are the state dirs that replaced zombies left (their stores are
+	// checked too).
+	zombieDirs []string
 	// pg is the harness's pool on the PostgreSQL target's database; pgTables its
 	// tables.
 	pg       *pgxpool.Pool
@@ -333,7 +362,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	h := &harness{cfg: cfg, names: NamesFor(cfg.Prefix), logger: cfg.Logger, res: &Result{WorkDir: cfg.WorkDir}, began: time.Now()}
+	h := &harness{cfg: cfg, names: NamesFor(cfg.Prefix), logger: cfg.Logger, res: &Result{WorkDir: cfg.WorkDir, static: cfg.Static}, began: time.Now()}
 	defer h.cleanup()
 	res, err := h.run(ctx)
 	h.res.Duration = time.Since(h.began)
@@ -403,7 +432,10 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 			launcher: cfg.Launcher,
 			logDir:   filepath.Join(cfg.WorkDir, "logs"),
 		}
-		if slices.Contains(cfg.FaultKinds, MoveTwice) {
+		if cfg.Static {
+			in.cfg.InstanceID = fmt.Sprintf("i%d", i)
+		}
+		if slices.Contains(cfg.FaultKinds, MoveTwice) || slices.Contains(cfg.FaultKinds, Replace) {
 			in.cfg.StallFile = filepath.Join(cfg.WorkDir, fmt.Sprintf("stall-%d", i))
 		}
 		h.instances = append(h.instances, in)
@@ -523,6 +555,14 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 				o.OperatorStarts[s.partition] = append(o.OperatorStarts[s.partition], s.offset)
 			}
 		}
+	}
+	for _, dir := range h.zombieDirs {
+		snaps, err := ReadStateDir(dir, h.names.App)
+		if err != nil {
+			h.anomaly("zombie state dir %s unreadable: %v", dir, err)
+			continue
+		}
+		o.Snapshots = append(o.Snapshots, snaps...)
 	}
 	for _, in := range h.instances {
 		snaps, err := ReadStateDir(in.cfg.StateDir, h.names.App)
@@ -661,9 +701,12 @@ func (h *harness) inject(ctx context.Context, f Fault) error {
 		return nil
 	}
 	p := in.proc
+	gen0 := h.generation()
 	switch f.Kind {
 	case MoveTwice:
 		return h.moveTwice(ctx, f, in)
+	case Replace:
+		return h.replace(ctx, f, in)
 	case Pause, Stall:
 		if err := p.signal(syscall.SIGSTOP); err != nil {
 			return err
@@ -725,6 +768,11 @@ func (h *harness) inject(ctx context.Context, f Fault) error {
 		h.logger.Info("eos: restarting", "instance", in.cfg.Name, "at", h.elapsed(), "window_retention_ms", in.cfg.Windows.RetentionMs)
 		if err := in.start(afterKill); err != nil {
 			return err
+		}
+		if h.cfg.Static {
+			if err := h.checkRejoin(ctx, in.proc, gen0); err != nil {
+				return err
+			}
 		}
 		if f.Kind == Kill {
 			return h.waitRestoring(ctx, in.proc)
@@ -1041,11 +1089,13 @@ func (h *harness) cleanup() {
 		defer h.pg.Close()
 	}
 	for _, in := range h.instances {
-		if p := in.proc; p != nil && !p.exited() {
-			p.expected = true
-			_ = p.signal(syscall.SIGCONT)
-			_ = p.signal(syscall.SIGKILL)
-			p.wait(30 * time.Second)
+		for _, p := range in.processes() { // a stopped zombie (Replace) among them
+			if !p.exited() {
+				p.expected = true
+				_ = p.signal(syscall.SIGCONT)
+				_ = p.signal(syscall.SIGKILL)
+				p.wait(30 * time.Second)
+			}
 		}
 	}
 	if h.brokerDown {

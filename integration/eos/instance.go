@@ -55,8 +55,11 @@ type InstanceConfig struct {
 	// InternalTopicConfigs of the internal topics; none: eddy's default.
 	InternalTopicConfigs map[string]string `json:"internal_topic_configs,omitempty"`
 	// Standbys is the application's eddy.Config.NumStandbyReplicas.
-	Standbys int  `json:"standbys,omitempty"`
-	Debug    bool `json:"debug,omitempty"`
+	Standbys int `json:"standbys,omitempty"`
+	// InstanceID is the application's eddy.Config.InstanceID (static membership:
+	// group.instance.id); empty: a dynamic member.
+	InstanceID string `json:"instance_id,omitempty"`
+	Debug      bool   `json:"debug,omitempty"`
 	// StallFile, when set, makes the instance stop itself (SIGSTOP) inside a commit
 	// while the file exists: the first time one of its producers sends AddOffsetsToTxn,
 	// it deletes the file and stops. The transaction's records (output, changelog,
@@ -123,6 +126,7 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 		ReplicationFactor:    cfg.ReplicationFactor,
 		InternalTopicConfigs: cfg.InternalTopicConfigs,
 		NumStandbyReplicas:   cfg.Standbys,
+		InstanceID:           cfg.InstanceID,
 		// Purge the repartition topic often, so that faults land around purges: a purge
 		// that deleted unprocessed records would show as lost bucket counts.
 		RepartitionPurgeInterval: time.Second,

@@ -65,6 +65,9 @@ type process struct {
 	operatorStarts []operatorStartAt
 	// storeRebuilds counts the task.StoreRebuildMsg lines it logged.
 	storeRebuilds int
+	// generations are the group generations of the assignments it logged
+	// (assignmentLine), in order.
+	generations []int32
 	// sinkFault is the step at which it logged SinkFaultMsg (it killed itself there).
 	sinkFault string
 	tail      [][]byte // last log lines
@@ -136,6 +139,14 @@ func (p *process) Write(b []byte) (int, error) {
 		if bytes.Contains(line, storeRebuildLine) {
 			p.storeRebuilds++
 		}
+		if bytes.Contains(line, assignmentLine) {
+			var l struct {
+				Generation int32 `json:"generation"`
+			}
+			if json.Unmarshal(line, &l) == nil {
+				p.generations = append(p.generations, l.Generation)
+			}
+		}
 		if bytes.Contains(line, sinkFaultLine) {
 			var l struct {
 				Step string `json:"step"`
@@ -180,6 +191,17 @@ var storeRebuildLine = []byte(`"msg":"` + task.StoreRebuildMsg + `"`)
 
 // sinkFaultLine is how a JSON log line of SinkFaultMsg reads.
 var sinkFaultLine = []byte(`"msg":"` + SinkFaultMsg + `"`)
+
+// assignmentLine is how the runtime's JSON log line of each assignment it takes reads
+// (group.go's onAssignment: "assignment", with the generation).
+var assignmentLine = []byte(`"msg":"assignment"`)
+
+// assignmentGenerations returns the generations of the assignments the process took.
+func (p *process) assignmentGenerations() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]int32(nil), p.generations...)
+}
 
 // sinkFaultStep is the step at which the process killed itself ("" none).
 func (p *process) sinkFaultStep() string {

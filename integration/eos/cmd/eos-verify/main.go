@@ -110,7 +110,7 @@ func run(args []string) int {
 	session := fs.Duration("session-timeout", 6*time.Second, "consumer group session timeout of the instances")
 	txnTimeout := fs.Duration("transaction-timeout", 0, "transaction timeout of the instances (default eddy's, 10s); the stall fault needs it 3 s below -session-timeout, move-twice 13 s above it")
 	faults := fs.Int("faults", -1, "instance faults")
-	kinds := fs.String("fault-kinds", "kill,term,pause", "instance fault kinds, comma-separated: kill, term, pause, stall (SIGSTOP past the transaction timeout, within the session timeout), move-twice (SIGSTOP inside a commit, then another instance stopped so the tasks move again while its transaction is open; needs 3 instances and -transaction-timeout at least -session-timeout + 13s)")
+	kinds := fs.String("fault-kinds", "kill,term,pause", "instance fault kinds, comma-separated: kill, term, pause, stall (SIGSTOP past the transaction timeout, within the session timeout), move-twice (SIGSTOP inside a commit, then another instance stopped so the tasks move again while its transaction is open; needs 3 instances and -transaction-timeout at least -session-timeout + 13s), replace (needs -static: SIGSTOP inside a commit, a replacement with the same InstanceID on an empty or a copied state dir, then the zombie resumed and must be fenced)")
 	brokerRestarts := fs.Int("broker-restarts", -1, "broker kills and restarts (need -kafka-script; default: the mode's with it, else 0)")
 	clusterFaults := fs.Int("cluster-faults", -1, "cluster faults (modes cluster and cluster-long; default: the mode's)")
 	rf := fs.Int("replication-factor", 3, "with a three-broker cluster: the instances' eddy.Config.ReplicationFactor (the harness checks the internal topics have 3 replicas)")
@@ -129,6 +129,7 @@ func run(args []string) int {
 	pgCrashes := fs.Int("postgres-crashes", -1, "PostgreSQL crashes, pg_ctl stop -m immediate then start (need -postgres-script; default: 1 in short mode, 10 in long)")
 	keepPG := fs.Bool("keep-postgres", false, "with -postgres-script: leave PostgreSQL running (and its data) at the end")
 	standbys := fs.Int("standbys", 0, "standby replicas per task (the instances' eddy.Config.NumStandbyReplicas)")
+	static := fs.Bool("static", false, "static membership: each instance keeps eddy.Config.InstanceID i<n> (group.instance.id) across its restarts, and its state dir; adds the replace fault (a stalled zombie replaced by an instance with its InstanceID) to the default fault kinds")
 	join := fs.Bool("join", true, "the driver also writes a right topic and the application joins it with the input (a stream–stream join), checked by the verifier")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -151,6 +152,7 @@ func run(args []string) int {
 		Instances: *instances, CommitInterval: *commit, AtLeastOnce: *alo, SessionTimeout: *session, TransactionTimeout: *txnTimeout,
 		Faults: p.faults, FaultGap: p.gap, Span: *span, Seed: *seed, CatchUpTimeout: *catchUp,
 		DebugInstances: *verbose, Logger: logger, Finals: *finals, RetentionChange: *retentionChange, Standbys: *standbys,
+		Static: *static,
 	}
 	if *join {
 		cfg.Join = eos.JoinFor(cfg.Records, cfg.Keys)
@@ -165,6 +167,9 @@ func run(args []string) int {
 	pgOn := *pgScript != "" || *pgDSN != ""
 	kindsSet := false
 	fs.Visit(func(f *flag.Flag) { kindsSet = kindsSet || f.Name == "fault-kinds" })
+	if *static && !kindsSet {
+		kindList += "," + eos.Replace.String()
+	}
 	if pgOn && !kindsSet {
 		for _, k := range eos.SinkFaultKinds() {
 			kindList += "," + k.String()
