@@ -49,6 +49,44 @@
 //
 //	eos-verify: records=N kills=K stops=S pauses=Z broker-restarts=B duplicates=D lost=L hanging=H mismatched=M
 //
+// # Standbys and static membership (Config.Standbys, Config.Static; issue 24 item 5)
+//
+// eos-verify -standbys N gives each task N standby replicas (eddy.Config.
+// NumStandbyReplicas); -static gives each instance a static group membership:
+// eddy.Config.InstanceID "i<n>" (group.instance.id), kept across its restarts with its
+// state dir, as a StatefulSet pod keeps its name and volume. With static IDs a killed
+// or stopped instance restarted within its session timeout takes its tasks back in the
+// same generation; the harness reads the generation of each assignment from the
+// instances' logs and counts the restarts that came back without a rebalance
+// (static-rejoins) and those that found a newer generation (rejoin-rebalances).
+//
+// -static also adds the replace fault (Replace): a stalled zombie with a static ID. A
+// real one is a pod that stalls (a GC pause, a node cut off) while Kubernetes starts
+// its replacement, with the same name, on another host; the old process resumes later.
+// The two cannot share a state dir (its lock; another host's disk), so the harness
+// stops the instance inside a commit (its stall file: output and changelog records
+// written, offsets not committed), starts a replacement with the same InstanceID at
+// once (within the session timeout: the coordinator replaces the member in the same
+// generation) on a state dir of its own, and resumes the zombie once the replacement
+// runs tasks. The first replacement of a run gets an empty state dir (the volume did
+// not follow: another instance ID, so other transactional IDs, and only the member ID
+// in the zombie's TxnOffsetCommit fences its commit: UNKNOWN_MEMBER_ID), the next a
+// copy of the zombie's taken while it is stopped (a snapshot of the volume: the same
+// instance ID, so the replacement's producers fence the zombie's transactions; its
+// restores are checked as after a SIGKILL), alternately. The zombie must then stop on
+// eddy's error for a replaced static member (zombies-fenced; anything else is an
+// anomaly), and its state dir is checked with the others. The line gains
+//
+//	... broker-restarts=B replacements=R zombies-fenced=Z static-rejoins=J rejoin-rebalances=G duplicates=D ...
+//
+// TestShortMode runs its real-Kafka variant with one standby, static IDs and a replace
+// among its five faults; the long form is
+//
+//	go run ./integration/eos/cmd/eos-verify -brokers HOST:PORT -static -standbys 1 \
+//	  -records 200000 -keys 1000 -partitions 6 -faults 30 -fault-gap 5s
+//
+// (BENCHMARKS.md, "Exactly-once harness with standbys and static IDs", has its results).
+//
 // # The PostgreSQL target (Config.Postgres; pg.go, harness_pg.go)
 //
 // With a PostgreSQL database, the sum, count and max updates and the final results also

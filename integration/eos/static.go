@@ -91,30 +91,31 @@ func (h *harness) replace(ctx context.Context, f Fault, in *instance) error {
 	h.res.Replacements++
 	zdir := in.cfg.StateDir
 	dir := filepath.Join(h.cfg.WorkDir, fmt.Sprintf("state-%s-r%d", in.cfg.Name, h.res.Replacements))
-	var afterKill map[string]int64
 	if fresh {
 		h.res.FreshReplacements++
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("eos: replacement state dir: %w", err)
 		}
-	} else {
-		// The copy is what a crash leaves (the zombie stopped wherever it was): its
-		// restores are checked as after a SIGKILL.
-		if err := copyDir(zdir, dir); err != nil {
-			return fmt.Errorf("eos: copying %s's state dir: %w", z.name, err)
-		}
-		snaps, err := ReadStateDir(dir, h.names.App)
-		if err != nil {
-			h.anomaly("%s: copy of the state dir unreadable: %v", z.name, err)
-		}
-		afterKill = checkpoints(snaps)
+	} else if err := copyDir(zdir, dir); err != nil {
+		return fmt.Errorf("eos: copying %s's state dir: %w", z.name, err)
 	}
 	h.zombieDirs = append(h.zombieDirs, zdir)
 	in.cfg.StateDir = dir
 	h.logger.Info("eos: replacing a stalled zombie", "zombie", z.name, "inside_commit", inCommit, "instance_id", in.cfg.InstanceID,
 		"state_dir", map[bool]string{true: "empty", false: "copied"}[fresh], "at", h.elapsed())
-	if err := in.start(afterKill); err != nil {
+	if err := in.start(nil); err != nil {
 		return err
+	}
+	if !fresh {
+		// The copy is what a crash leaves (the zombie stopped wherever it was): the
+		// replacement's restores are checked as after a SIGKILL. Read from the zombie's
+		// dir, the same files while it stays stopped, after the start: reading is slow
+		// and the replacement must join within the session timeout.
+		snaps, err := ReadStateDir(zdir, h.names.App)
+		if err != nil {
+			h.anomaly("%s: state dir unreadable: %v", z.name, err)
+		}
+		in.proc.afterKill = checkpoints(snaps)
 	}
 	if err := h.checkRejoin(ctx, in.proc, gen0); err != nil {
 		return err

@@ -21,6 +21,13 @@
 // a transaction coordinator, of the group coordinator; a broker paused past its
 // session; two brokers down at once; each restarted after.
 //
+// Availability: -standbys N gives each task N standby replicas; -static gives each
+// instance a fixed InstanceID (static membership) and adds the replace fault, a stalled
+// zombie replaced by an instance with its InstanceID (package doc, "Standbys and static
+// membership"):
+//
+//	go run ./integration/eos/cmd/eos-verify -static -standbys 1
+//
 //	go run ./integration/eos/cmd/eos-verify                       # short mode, embedded broker
 //	EDDY_KAFKA_HOME=/tmp/eddy-kafka-eos EDDY_KAFKA_PORT=29092 EDDY_KAFKA_CONTROLLER_PORT=29093 \
 //	  go run ./integration/eos/cmd/eos-verify -mode long -kafka-script integration/kafka.sh
