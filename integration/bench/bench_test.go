@@ -234,35 +234,97 @@ func TestWinCountCountsPerMinute(t *testing.T) {
 	}
 }
 
-// The comparison with Kafka Streams divides eddy's medians by its twin's and judges
-// them against issue 13's targets: throughput at least 1.5×, CPU and RSS at most 0.5×
-// and 0.4× (a ratio equal to its target meets it).
+// The comparison with Kafka Streams divides eddy's medians by its twin's, lists the
+// ratios of each round, and judges them against the comparison's targets: like for
+// like (Kafka Streams' cache off), issue 13's: throughput at least 1.5×, CPU and RSS at
+// most 0.5× and 0.4×; as users run them (its default cache on), issue 25's, RSS at
+// most 0.3× (a ratio equal to its target meets it).
 func TestTwinCellsVerdicts(t *testing.T) {
 	e := &env{}
 	for round, rates := range [][2]float64{{300, 100}, {100, 100}, {200, 100}} {
-		e.results = append(e.results,
-			&runResult{Row: "wc", Round: round, Rate: rates[0], CPUPerM: 15, MaxRSSMB: 50},
-			&runResult{Row: "ks", Round: round, Rate: rates[1], CPUPerM: 30, MaxRSSMB: 100})
+		for _, pair := range [][2]string{{"wc", "ks"}, {"dsl", "ks-dsl"}} {
+			e.results = append(e.results,
+				&runResult{Row: pair[0], Round: round, Rate: rates[0], CPUPerM: 15, MaxRSSMB: 35},
+				&runResult{Row: pair[1], Round: round, Rate: rates[1], CPUPerM: 30, MaxRSSMB: 100})
+		}
 	}
 	sums := []*summary{
-		{Row: "wc", Twin: "ks", Runs: 3, Rate: 200, CPUPerM: 15, MaxRSSMB: 50, Sockets: 8, SocketsPeak: 9},
+		{Row: "wc", Twin: "ks", Runs: 3, Rate: 200, CPUPerM: 15, MaxRSSMB: 35, Sockets: 8, SocketsPeak: 9},
 		{Row: "ks", Runs: 3, Rate: 100, CPUPerM: 30, MaxRSSMB: 100, Sockets: 10, SocketsPeak: 10},
 		{Row: "alone", Twin: "missing", Runs: 3, Rate: 1},
+		{Row: "dsl", Twin: "ks-dsl", TwinDefaults: true, Runs: 3, Rate: 200, CPUPerM: 15, MaxRSSMB: 35},
+		{Row: "ks-dsl", Runs: 3, Rate: 100, CPUPerM: 30, MaxRSSMB: 100},
 	}
 	cells := twinCells(e, sums)
-	if len(cells) != 1 {
-		t.Fatalf("%d comparisons, want 1 (rows without a twin that ran have none): %q", len(cells), cells)
+	if len(cells) != 2 {
+		t.Fatalf("%d comparisons, want 2 (rows without a twin that ran have none): %q", len(cells), cells)
 	}
-	c := cells[0]
-	for i, want := range map[int]string{
-		2: "2.00× (200/s vs 100/s; per round 2.00×), target ≥ 1.5× met",
-		3: "0.50× (15.00 s/M vs 30.00 s/M; per round 0.50×), target ≤ 0.5× met",
-		4: "0.50× (50 MB vs 100 MB; per round 0.50×), target ≤ 0.4× MISSED",
-		5: "8 (9) / 10 (10)",
+	for _, tc := range []struct {
+		c    []string
+		want map[int]string
+	}{
+		{cells[0], map[int]string{
+			1: "ks",
+			2: compareLikeForLike,
+			3: "2.00× (200/s vs 100/s; per round 3.00, 1.00, 2.00: median 2.00×), target ≥ 1.5× met",
+			4: "0.50× (15.00 s/M vs 30.00 s/M; per round 0.50, 0.50, 0.50: median 0.50×), target ≤ 0.5× met",
+			5: "0.35× (35 MB vs 100 MB; per round 0.35, 0.35, 0.35: median 0.35×), target ≤ 0.4× met",
+			6: "8 (9) / 10 (10)",
+		}},
+		{cells[1], map[int]string{
+			1: "ks-dsl",
+			2: compareDefaults,
+			5: "0.35× (35 MB vs 100 MB; per round 0.35, 0.35, 0.35: median 0.35×), target ≤ 0.3× MISSED",
+		}},
 	} {
-		if c[i] != want {
-			t.Errorf("column %q: %q, want %q", twinHeader()[i], c[i], want)
+		for i, want := range tc.want {
+			if tc.c[i] != want {
+				t.Errorf("%s, column %q: %q, want %q", tc.c[0], twinHeader()[i], tc.c[i], want)
+			}
 		}
+	}
+}
+
+// The Kafka Streams rows run as users run them have an eddy twin that runs its DSL
+// with its defaults (caching on) on the same input, and carry the cache to the child's
+// command line; the others turn Kafka Streams' cache off.
+func TestKStreamsDefaultsRowsAndTheirTwins(t *testing.T) {
+	rows, err := expandRows("kstreams-defaults", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 8 || !slices.Contains(rows, "wc-dsl-eos-100ms") {
+		t.Fatalf("group kstreams-defaults: %q, want 4 pairs, wc-dsl-eos-100ms among them", rows)
+	}
+	twins := 0
+	for _, name := range rows {
+		r := findRow(name)
+		if !strings.HasPrefix(name, "ks-") {
+			continue
+		}
+		if !r.ksDefaults {
+			t.Errorf("%s: Kafka Streams' cache is not on", name)
+		}
+		for _, other := range rowTable() {
+			if other.twin != name {
+				continue
+			}
+			twins++
+			if other.ksDefaults || !strings.HasPrefix(other.name, "wc-dsl-eos-") || other.vocab != r.vocab ||
+				nameSuffixInt(other.name, "-p") != nameSuffixInt(name, "-p") {
+				t.Errorf("%s's twin %s does not run eddy's DSL with its defaults on the same input", name, other.name)
+			}
+		}
+	}
+	if twins != 4 {
+		t.Errorf("%d eddy twins of the Kafka Streams defaults rows, want 4", twins)
+	}
+	k := &kstreamsApp{java: "java", classpath: "cp"}
+	if got := k.command(childSpec{KSCache: true}); got[len(got)-1] != "default" {
+		t.Errorf("Kafka Streams with its cache: %q, want its last argument \"default\"", got)
+	}
+	if got := k.command(childSpec{}); got[len(got)-1] != "off" {
+		t.Errorf("Kafka Streams without its cache: %q, want its last argument \"off\"", got)
 	}
 }
 
@@ -332,5 +394,26 @@ func TestServerCPUCountsExitedChildren(t *testing.T) {
 func TestPGTableName(t *testing.T) {
 	if got, want := pgTableName("eddybench-1796-pg-2pc-r0"), "bench_eddybench_1796_pg_2pc_r0"; got != want {
 		t.Errorf("pgTableName = %q, want %q", got, want)
+	}
+}
+
+// The word-count input reports the distinct words its lines hold: all of a small
+// vocabulary, about 63% of one as large as the words drawn.
+func TestLinesCountsDistinctWords(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct{ vocab, words int }{{10, 1000}, {20_000, 20_000}} {
+		recs, total, distinct := lines(rng, vocabulary(rng, tc.vocab), tc.words, 100, 4)
+		seen := map[string]bool{}
+		for _, r := range recs {
+			for _, w := range strings.Fields(string(r.value)) {
+				seen[w] = true
+			}
+		}
+		if total != int64(tc.words) || distinct != int64(len(seen)) {
+			t.Errorf("vocabulary %d: %d words, %d distinct reported, %d in the lines; want %d words", tc.vocab, total, distinct, len(seen), tc.words)
+		}
+		if share := float64(distinct) / float64(tc.vocab); tc.vocab == tc.words && (share < 0.6 || share > 0.66) {
+			t.Errorf("vocabulary %d, as many words: %.2f of it drawn, want about 1 - 1/e", tc.vocab, share)
+		}
 	}
 }

@@ -35,6 +35,7 @@ type childSpec struct {
 	NoCaching      bool    // wordcount-dsl: record caching off (stream.NoCaching)
 	SampleCost     bool    // sample open sockets and goroutines (cost-per-task rows)
 	Threads        int     // Kafka Streams: stream threads (default 1)
+	KSCache        bool    // Kafka Streams: its record cache at its default size (statestore.cache.max.bytes unset) instead of off
 	ExactlyOnce    bool    // eddy: the guarantee
 	StateDir       string  // eddy
 	ExpectTasks    int     // restore: stop once this many tasks restored and processed a record

@@ -25,6 +25,7 @@ type dataset struct {
 	Records    int64   // data records
 	Bytes      int64   // key and value bytes
 	Units      int64   // what rows reading it count: records, or words for the word-count lines
+	Keys       int64   // word-count lines: the distinct words they hold
 	PerPart    []int64 // data records per partition
 }
 
@@ -104,16 +105,19 @@ func vocabulary(rng *rand.Rand, n int) []string {
 
 // lines makes word-count input: unkeyed lines of at most maxLen bytes, words drawn
 // uniformly from a vocabulary, round robin over the partitions, until words words are
-// written. It returns the records and the word count of each.
-func lines(rng *rand.Rand, vocab []string, words, maxLen int, partitions int32) ([]record, int64) {
+// written. It returns the records, the words written and how many of the vocabulary's
+// words they hold (uniform draws of n words from n hit about 1 - 1/e = 63% of them).
+func lines(rng *rand.Rand, vocab []string, words, maxLen int, partitions int32) ([]record, int64, int64) {
 	var out []record
-	var total int64
+	var total, distinct int64
+	used := make([]bool, len(vocab))
 	var b strings.Builder
 	for total < int64(words) {
 		b.Reset()
 		n := 0
 		for total+int64(n) < int64(words) {
-			w := vocab[rng.IntN(len(vocab))]
+			i := rng.IntN(len(vocab))
+			w := vocab[i]
 			if b.Len()+1+len(w) > maxLen && n > 0 {
 				break
 			}
@@ -121,6 +125,10 @@ func lines(rng *rand.Rand, vocab []string, words, maxLen int, partitions int32) 
 				b.WriteByte(' ')
 			}
 			b.WriteString(w)
+			if !used[i] {
+				used[i] = true
+				distinct++
+			}
 			n++
 		}
 		if got := len(wordcount.Words(b.String())); got != n {
@@ -129,7 +137,7 @@ func lines(rng *rand.Rand, vocab []string, words, maxLen int, partitions int32) 
 		out = append(out, record{value: []byte(b.String()), partition: int32(len(out)) % partitions})
 		total += int64(n)
 	}
-	return out, total
+	return out, total, distinct
 }
 
 // produce writes n records made by gen to topic, idempotently with acks=all, or in

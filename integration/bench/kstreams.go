@@ -72,6 +72,39 @@ func (k *kstreamsApp) command(spec childSpec) []string {
 		k.java, "-cp", k.classpath, "io.github.eddystreams.bench.Main",
 		strings.Join(spec.Brokers, ","), spec.Group, spec.Input, spec.Output,
 		strconv.FormatInt(spec.CommitInterval.Milliseconds(), 10), spec.StateDir, spec.Topology,
-		strconv.Itoa(max(spec.Threads, 1)),
+		strconv.Itoa(max(spec.Threads, 1)), ksCacheArg(spec.KSCache),
+	}
+}
+
+// ksCacheArg tells the Kafka Streams child whether to leave its record cache at its
+// default ("default": statestore.cache.max.bytes unset, 10 MB per instance) or to turn
+// it off ("off": 0, every update forwarded as eddy's uncached rows do).
+func ksCacheArg(on bool) string {
+	if on {
+		return "default"
+	}
+	return "off"
+}
+
+// kstreamsDefaultsRows compare eddy's DSL word count with Kafka Streams' as users run
+// them (group kstreams-defaults, issue 25 item 1): both with their record caches on at
+// their default sizes (eddy: 10 MiB per task; Kafka Streams: statestore.cache.max.bytes
+// 10 MB per instance, shared by its tasks), exactly-once, 100 ms commits (Kafka
+// Streams' default commit.interval.ms under exactly_once_v2), one stream thread (its
+// default), at 8 and 64 partitions, on words drawn from -vocab (10,000) and from
+// 1,000,000 distinct words. wc-dsl-eos-100ms (the 8-partition, -vocab pair's eddy row)
+// is in the dsl group and in this one.
+func kstreamsDefaultsRows() []*rowDef {
+	const ms100 = 100 * time.Millisecond
+	const group, million = "kstreams-defaults", 1_000_000
+	ks := "Kafka Streams 4.1.1's word count as users run it: WordCountDemo's topology with its defaults, record cache on (statestore.cache.max.bytes unset: 10 MB per instance), exactly_once_v2, commit.interval.ms 100 (its default under exactly-once), one stream thread (its default), JVM defaults"
+	return []*rowDef{
+		{name: "ks-wc-dsl-eos-100ms", group: group, unit: "words", ksDefaults: true, desc: ks, run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-dsl-eos-100ms-p64", group: group, unit: "words", twin: "ks-wc-dsl-eos-100ms-p64", desc: "eddy's DSL word count with its defaults (record caching on, 10 MiB per task), exactly-once, commit 100 ms, on input of 64 partitions (128 tasks)", run: eddyRow("wordcount-dsl", true, ms100)},
+		{name: "ks-wc-dsl-eos-100ms-p64", group: group, unit: "words", ksDefaults: true, desc: "the same in Kafka Streams with its defaults (cache on) on input of 64 partitions", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-dsl-eos-100ms-k1m", group: group, unit: "words", vocab: million, twin: "ks-wc-dsl-eos-100ms-k1m", desc: "eddy's DSL word count with its defaults (cache on), exactly-once, commit 100 ms, 8 partitions, words drawn from 1,000,000 distinct words (-words draws: about 63% of them occur once -words is 1M)", run: eddyRow("wordcount-dsl", true, ms100)},
+		{name: "ks-wc-dsl-eos-100ms-k1m", group: group, unit: "words", vocab: million, ksDefaults: true, desc: "the same in Kafka Streams with its defaults (cache on), 1,000,000 distinct words", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-dsl-eos-100ms-k1m-p64", group: group, unit: "words", vocab: million, twin: "ks-wc-dsl-eos-100ms-k1m-p64", desc: "eddy's DSL word count with its defaults (cache on), 64 partitions, 1,000,000 distinct words", run: eddyRow("wordcount-dsl", true, ms100)},
+		{name: "ks-wc-dsl-eos-100ms-k1m-p64", group: group, unit: "words", vocab: million, ksDefaults: true, desc: "the same in Kafka Streams with its defaults (cache on), 64 partitions, 1,000,000 distinct words", run: eddyRow("wordcount", true, ms100)},
 	}
 }

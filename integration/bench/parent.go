@@ -31,12 +31,12 @@ type env struct {
 	created []string
 	machine machineInfo
 
-	input                  *dataset           // pipe and passthrough input
-	lines                  map[int32]*dataset // word-count lines by partition count
-	winIn                  *dataset           // the windowed count's events
-	clA, restoreInA        *dataset           // restore-full: changelog and input
-	clB, restoreInB        *dataset           // restore-tail: changelog and input
-	memIn                  *dataset           // memory rows' input
+	input                  *dataset              // pipe and passthrough input
+	lines                  map[linesKey]*dataset // word-count lines by partition count and vocabulary
+	winIn                  *dataset              // the windowed count's events
+	clA, restoreInA        *dataset              // restore-full: changelog and input
+	clB, restoreInB        *dataset              // restore-tail: changelog and input
+	memIn                  *dataset              // memory rows' input
 	memLoadID              map[int]string
 	costIn                 map[int32]*dataset // cost rows' input by partition count
 	ks                     *kstreamsApp       // built by the first Kafka Streams row
@@ -62,7 +62,7 @@ func parentMain(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("find this executable: %w", err)
 	}
-	e := &env{o: o, exe: exe, rng: rand.New(rand.NewPCG(7, 11)), memLoadID: map[int]string{}, costIn: map[int32]*dataset{}, lines: map[int32]*dataset{}}
+	e := &env{o: o, exe: exe, rng: rand.New(rand.NewPCG(7, 11)), memLoadID: map[int]string{}, costIn: map[int32]*dataset{}, lines: map[linesKey]*dataset{}}
 	if o.work == "" {
 		if e.work, err = os.MkdirTemp("", "eddy-bench-"); err != nil {
 			return err
@@ -255,27 +255,39 @@ func (e *env) needInput(ctx context.Context) error {
 	return nil
 }
 
-// needLines writes the word-count input once per partition count: lines of at most
-// -value-size bytes holding -words words.
-func (e *env) needLines(ctx context.Context, partitions int32) (*dataset, error) {
-	if ds := e.lines[partitions]; ds != nil {
+// linesKey tells word-count inputs apart: partitions and vocabulary size.
+type linesKey struct {
+	partitions int32
+	vocab      int
+}
+
+// needLines writes the word-count input once per partition count and vocabulary size:
+// lines of at most -value-size bytes holding -words words drawn uniformly from vocab
+// distinct words.
+func (e *env) needLines(ctx context.Context, partitions int32, vocab int) (*dataset, error) {
+	k := linesKey{partitions, vocab}
+	if ds := e.lines[k]; ds != nil {
 		return ds, nil
 	}
 	topic := e.o.prefix + "-lines"
 	if partitions != int32(e.o.partitions) {
 		topic = fmt.Sprintf("%s-lines-%d", e.o.prefix, partitions)
 	}
+	if vocab != e.o.vocab {
+		topic = fmt.Sprintf("%s-v%d", topic, vocab)
+	}
 	if err := e.createTopic(ctx, topic, partitions, nil); err != nil {
 		return nil, err
 	}
-	recs, words := lines(e.rng, vocabulary(e.rng, e.o.vocab), e.o.words, e.o.valueSize, partitions)
+	recs, words, distinct := lines(e.rng, vocabulary(e.rng, vocab), e.o.words, e.o.valueSize, partitions)
 	ds, err := e.produce(ctx, topic, partitions, len(recs), func(i int) record { return recs[i] }, "", 0)
 	if err != nil {
 		return nil, err
 	}
-	ds.Units = words
-	e.lines[partitions] = ds
-	e.logf("  wrote %d lines with %d words (%.1f MB) to %s (%d partitions)", ds.Records, words, float64(ds.Bytes)/1e6, topic, partitions)
+	ds.Units, ds.Keys = words, distinct
+	e.lines[k] = ds
+	e.logf("  wrote %d lines with %d words (%d distinct of a vocabulary of %d; %.1f MB) to %s (%d partitions)",
+		ds.Records, words, distinct, vocab, float64(ds.Bytes)/1e6, topic, partitions)
 	return ds, nil
 }
 

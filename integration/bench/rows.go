@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -22,6 +23,8 @@ type rowDef struct {
 	target      float64 // minimum ratio to the ceiling; 0: none
 	rssTarget   float64 // peak RSS target in MB; 0: none
 	twin        string  // the Kafka Streams row running the same topology on the same input (issue 13's targets)
+	vocab       int     // word-count rows: distinct words of the input's vocabulary (0: -vocab)
+	ksDefaults  bool    // a Kafka Streams word count run with its defaults: record cache on (statestore.cache.max.bytes unset)
 	latency     bool
 	run         func(ctx context.Context, e *env, r *rowDef, round int) (*runResult, error)
 }
@@ -54,6 +57,7 @@ type runResult struct {
 	LatRate    int     `json:",omitempty"` // latency rows: offered records/s
 	LatCount   int     `json:",omitempty"` // latency rows: records measured
 	OutRecords int64   `json:",omitempty"` // word-count rows: committed output records
+	Keys       int64   `json:",omitempty"` // word-count rows: distinct words in the input
 	Tasks      int     `json:",omitempty"` // cost rows: the instance's tasks
 	Child      childResult
 }
@@ -61,7 +65,7 @@ type runResult struct {
 // rowTable is every row, in the order they run and print.
 func rowTable() []*rowDef {
 	const ms100, sec = 100 * time.Millisecond, time.Second
-	return []*rowDef{
+	return append([]*rowDef{
 		{name: "pipe-raw", group: "throughput", unit: "records", desc: "sarama consumer group → idempotent producer, no framework (ALOS ceiling)", run: pipeRow(false, ms100, false)},
 		{name: "pipe-txn", group: "throughput", unit: "records", ceiling: "pipe-raw", desc: "the same in transactions every 100 ms, one producer per partition (EOS ceiling)", run: pipeRow(true, ms100, false)},
 		{name: "pipe-txn-1s", group: "throughput", unit: "records", ceiling: "pipe-raw", desc: "the same, transactions every 1 s", run: pipeRow(true, sec, false)},
@@ -85,8 +89,8 @@ func rowTable() []*rowDef {
 		{name: "ks-wc-eos-100ms-t2", group: "kstreams-diag", unit: "words", ceiling: "ks-wc-eos-100ms", desc: "diagnostic: ks-wc-eos-100ms with 2 stream threads (num.stream.threads, as eddy runs GOMAXPROCS = 2 workers here) instead of Kafka Streams' default 1", run: eddyRow("wordcount", true, ms100)},
 		{name: "ks-win-count-eos-ret2h", group: "kstreams-diag", unit: "events", ceiling: "ks-win-count-eos", desc: "diagnostic: ks-win-count-eos with the window store's retention 2 h instead of the default size + grace (1 min): 2 store segments (RocksDB instances) per task instead of one per minute of event time", run: eddyRow("win-count-ret2h", true, ms100)},
 		{name: "wc-eos-1s", group: "throughput", unit: "words", ceiling: "pipe-txn-1s", desc: "eddy word count, exactly-once, commit 1 s", run: eddyRow("wordcount", true, sec)},
-		{name: "wc-dsl-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "eddy word count in the stream DSL (examples/wordcount/dsl), record caching on (10 MiB per task), exactly-once, commit 100 ms", run: eddyRow("wordcount-dsl", true, ms100)},
-		{name: "wc-dsl-nocache-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with record caching off (stream.NoCaching)", run: eddyRow("wordcount-dsl-nocache", true, ms100)},
+		{name: "wc-dsl-eos-100ms", group: "dsl kstreams-defaults", unit: "words", ceiling: "wc-eos-100ms", twin: "ks-wc-dsl-eos-100ms", desc: "eddy word count in the stream DSL (examples/wordcount/dsl), record caching on (10 MiB per task), exactly-once, commit 100 ms", run: eddyRow("wordcount-dsl", true, ms100)},
+		{name: "wc-dsl-nocache-eos-100ms", group: "dsl", unit: "words", ceiling: "wc-eos-100ms", twin: "ks-wc-eos-100ms", desc: "the same with record caching off (stream.NoCaching)", run: eddyRow("wordcount-dsl-nocache", true, ms100)},
 		{name: "wc-dsl-eos-1s", group: "dsl", unit: "words", ceiling: "wc-eos-1s", desc: "eddy word count in the stream DSL, record caching on, exactly-once, commit 1 s", run: eddyRow("wordcount-dsl", true, sec)},
 		{name: "wc-dsl-nocache-eos-1s", group: "dsl", unit: "words", ceiling: "wc-eos-1s", desc: "the same with record caching off", run: eddyRow("wordcount-dsl-nocache", true, sec)},
 		{name: "changelog-read", group: "restore", unit: "records", desc: "plain sarama consumer reads the changelog (read_committed): restore ceiling", run: changelogReadRow("changelog-read")},
@@ -115,7 +119,7 @@ func rowTable() []*rowDef {
 		{name: "lat-pipe-txn", group: "latency", unit: "records", latency: true, desc: "latency of pipe-txn (100 ms)", run: latencyRow("pipe-txn", false)},
 		{name: "lat-pass-eos-100ms", group: "latency", unit: "records", ceiling: "lat-pipe-txn", latency: true, desc: "latency of eddy passthrough, exactly-once, 100 ms", run: latencyRow("eddy", true)},
 		{name: "lat-pass-alos-100ms", group: "latency", unit: "records", latency: true, desc: "latency of eddy passthrough, at-least-once, 100 ms", run: latencyRow("eddy", false)},
-	}
+	}, kstreamsDefaultsRows()...)
 }
 
 func findRow(name string) *rowDef {
@@ -227,8 +231,10 @@ func pipeTxn2HopRow(ctx context.Context, e *env, r *rowDef, round int) (*runResu
 // eddyRow runs an eddy application: passthrough, word count (wordcount, wordcount-dsl,
 // wordcount-dsl-nocache: the DSL's with record caching off) or the windowed count
 // (win-count). Rows named ks-* run the same topology in Kafka Streams instead (wordcount,
-// win-count), rows named *-p<N> on input of N partitions instead of -partitions, rows
-// named *-w<N> with N workers, Kafka Streams rows named *-t<N> with N stream threads.
+// win-count; with its record cache on if the row says ksDefaults), rows named *-p<N> on
+// input of N partitions instead of -partitions, rows named *-w<N> with N workers, Kafka
+// Streams rows named *-t<N> with N stream threads; word-count rows with a vocab of their
+// own draw their words from that many instead of -vocab.
 func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context, *env, *rowDef, int) (*runResult, error) {
 	return func(ctx context.Context, e *env, r *rowDef, round int) (*runResult, error) {
 		kind := "eddy"
@@ -247,7 +253,7 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 		var err error
 		switch {
 		case words:
-			in, err = e.needLines(ctx, P)
+			in, err = e.needLines(ctx, P, cmp.Or(r.vocab, e.o.vocab))
 		case strings.HasPrefix(topo, "win-count"):
 			in, err = e.needWinInput(ctx)
 		default:
@@ -275,8 +281,12 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 		if topo == "wordcount-dsl-nocache" {
 			spec.Topology, spec.NoCaching = "wordcount-dsl", true
 		}
+		spec.KSCache = r.ksDefaults
 		if kind == "kstreams" && !eos {
 			return nil, fmt.Errorf("%s: the Kafka Streams rows run exactly_once_v2 only", r.name)
+		}
+		if r.ksDefaults && (kind != "kstreams" || topo != "wordcount") {
+			return nil, fmt.Errorf("%s: only the Kafka Streams word count runs with its record cache on", r.name)
 		}
 		// The first output of a word count is its first repartitioned word; the
 		// repartition topics are the topology's own (the DSL names them itself). Kafka
@@ -312,6 +322,7 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 		if res.OutRecords, err = e.countCommitted(ctx, out); err != nil {
 			return nil, err
 		}
+		res.Keys = in.Keys
 		return res, nil
 	}
 }

@@ -33,8 +33,10 @@ import org.apache.kafka.streams.state.WindowStore;
  * "BENCH-RESULT {json}" on stdout (the bench child's result line), then closes.
  *
  * <p>Arguments: brokers applicationId input output commitIntervalMs stateDir topology
- * threads. Record caching is off so that every update is forwarded, as eddy's rows
- * do. Topologies:
+ * threads cache. cache "off" sets statestore.cache.max.bytes to 0, so that every update
+ * is forwarded, as eddy's uncached rows do (the like-for-like rows); "default" leaves it
+ * unset, Kafka Streams' default of 10 MB per instance (the rows as users run them).
+ * Topologies:
  *
  * <ul>
  *   <li>"count": the input's keys counted in the store "kv" (eddy's count topology);
@@ -54,14 +56,15 @@ public final class Main {
     private static volatile int socketsPeak, threadsPeak;
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 8) {
-            System.err.println("usage: Main brokers applicationId input output commitIntervalMs stateDir topology threads");
+        if (args.length != 9 || !(args[8].equals("off") || args[8].equals("default"))) {
+            System.err.println("usage: Main brokers applicationId input output commitIntervalMs stateDir topology threads cache(off|default)");
             System.exit(2);
         }
         String brokers = args[0], app = args[1], input = args[2], output = args[3];
         long commitMs = Long.parseLong(args[4]);
         String stateDir = args[5], topology = args[6];
         int threads = Integer.parseInt(args[7]);
+        boolean cacheOff = args[8].equals("off");
 
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, app);
@@ -71,7 +74,9 @@ public final class Main {
         p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, threads);
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
-        p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        if (cacheOff) {
+            p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        }
         p.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, Duration.ofDays(1).toMillis());
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
 
