@@ -15,6 +15,9 @@ import (
 // caching off, as NoCaching.
 func CacheMaxBytes(n int64) BuilderOption {
 	return func(b *Builder) {
+		// Processor-API stores with caching in the same topology share the task's budget
+		// (and, as statestore.cache.max.bytes=0, n <= 0 turns their caching off too).
+		b.tb.SetCacheMaxBytes(n)
 		if n <= 0 {
 			b.caching = false
 			return

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/eddy-streams/eddy/internal/cache"
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
 )
@@ -161,6 +162,7 @@ func (b *Builder) Build() (*Topology, error) {
 	checkGlobals(b.globals, b.nodes, fail)
 	for _, st := range b.stores {
 		storeByName[st.Name] = st
+		b.resolveCaching(st, fail)
 		if st.Global {
 			continue
 		}
@@ -373,4 +375,20 @@ func (t *Topology) CheckCopartitioning(partitions func(topic string) (int32, err
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// resolveCaching gives a store with WithCaching the builder's cache budget, and refuses
+// caching where it has no meaning.
+func (b *Builder) resolveCaching(st *graph.Store, fail func(string, ...any)) {
+	if st.CacheMaxBytes >= 0 {
+		return
+	}
+	if st.Kind != graph.KindKeyValue || st.Global {
+		fail("store %q: WithCaching is for key-value stores of a processor (not window, session or global stores)", st.Name)
+		return
+	}
+	st.CacheMaxBytes = cache.DefaultMaxBytes
+	if b.cacheMaxSet {
+		st.CacheMaxBytes = max(b.cacheMaxBytes, 0)
+	}
 }

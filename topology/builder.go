@@ -51,6 +51,10 @@ type Builder struct {
 	copartition [][]string
 	// globals are the global stores (AddGlobalStore).
 	globals []*graph.GlobalStore
+	// cacheMaxBytes is the budget of a task's record caches, when cacheMaxSet
+	// (SetCacheMaxBytes).
+	cacheMaxBytes int64
+	cacheMaxSet   bool
 }
 
 // NewBuilder returns an empty Builder.
@@ -282,6 +286,27 @@ func (s *StoreNode) InMemory() *StoreNode {
 func (s *StoreNode) WithoutChangelog() *StoreNode {
 	s.store.Logged = false
 	return s
+}
+
+// WithCaching gives the store a record cache, as Kafka Streams' withCachingEnabled on
+// a store builder: its processors' records forwarded with processor.ForwardThroughCache
+// are held back and forwarded at the task's next commit, each key's latest once (see
+// there). The budget is per task, shared with the task's other caches (the DSL's
+// tables'): SetCacheMaxBytes, default 10 MiB. Reads and the changelog do not change:
+// eddy's stores hold their writes until the commit anyway (one changelog record per
+// key per commit, reads see the latest write), which is what Kafka Streams' caching
+// store adds to its stores. Key-value stores only.
+func (s *StoreNode) WithCaching() *StoreNode {
+	s.store.CacheMaxBytes = -1 // the builder's budget, set at Build
+	return s
+}
+
+// SetCacheMaxBytes sets the byte budget of each task's record caches (Kafka Streams'
+// statestore.cache.max.bytes, whose budget is per instance): default 10 MiB. An instance
+// holds at most its task count times n. n <= 0 turns caching off for the stores with
+// WithCaching.
+func (b *Builder) SetCacheMaxBytes(n int64) {
+	b.cacheMaxBytes, b.cacheMaxSet = n, true
 }
 
 // AddKeyValueStore adds a key-value store of (K, V) attached to the named processors,

@@ -131,6 +131,10 @@ type Store struct {
 	// Global: a global store (see GlobalStore), kept in full by every instance and read
 	// by every task; not part of any sub-topology.
 	Global bool
+	// CacheMaxBytes > 0: the store has a record cache (topology's StoreNode.WithCaching),
+	// through which its processors forward (processor.ForwardThroughCache); the value is
+	// the budget of each task's caches.
+	CacheMaxBytes int64
 }
 
 // GlobalStore is a store every instance keeps in full from all partitions of a topic
@@ -199,6 +203,8 @@ type Runtime interface {
 	// GlobalStore reports whether name is a global store, which every processor reads
 	// without attaching it.
 	GlobalStore(name string) bool
+	// StoreSpec returns the topology's store name, or nil.
+	StoreSpec(name string) *Store
 	// Send hands a serialized sink record to the task's producer. partition < 0 means
 	// the default partitioner (murmur2 of the key, as Kafka's).
 	Send(topic string, partition int32, key, value []byte, headers []processor.Header, ts time.Time) error

@@ -665,6 +665,8 @@ func (t *Task) Store(name string) (any, error) {
 	return s, nil
 }
 
+func (t *Task) StoreSpec(name string) *graph.Store { return t.cfg.Graph.Stores[name] }
+
 func (t *Task) GlobalStore(name string) bool {
 	st, ok := t.cfg.Graph.Stores[name]
 	return ok && st.Global
