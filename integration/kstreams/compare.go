@@ -35,7 +35,9 @@ func (o *Oracle) Compare(ctx context.Context, c Case, topo *topology.Topology) (
 			return "eddy failed: " + err.Error() + "\n"
 		}
 		for topic := range want {
-			if strings.HasSuffix(topic, "-changelog") {
+			if perKeyChangelogs[topic] {
+				want[topic], got[topic] = ByKey(want[topic]), ByKey(got[topic])
+			} else if strings.HasSuffix(topic, "-changelog") {
 				want[topic] = CompactChangelog(topic, want[topic], false)
 				got[topic] = CompactChangelog(topic, got[topic], true)
 			}

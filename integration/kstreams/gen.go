@@ -118,6 +118,8 @@ func Inputs(topology string, seed uint64, n int) ([]Record, error) {
 		next = g.t9
 	case "T10":
 		next = g.t10
+	case "P1":
+		next = g.p1
 	case "W1", "W2", "W3", "W4":
 		return g.windowed(windowInputs[topology], n, Base), nil
 	case "W5", "W6", "W7", "W8":

@@ -53,6 +53,9 @@ final class Topologies {
     if (name.startsWith("J")) {
       return JoinTopologies.build(name);
     }
+    if (name.startsWith("P")) {
+      return ProcessorTopologies.build(name);
+    }
     return switch (name) {
       case "T1" -> t1();
       case "T2" -> t2();
