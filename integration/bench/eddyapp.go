@@ -42,7 +42,9 @@ func buildTopology(spec *childSpec, seen func(processor.TaskID)) (*topology.Topo
 		topology.AddSource(b, "in", serde.Bytes(), serde.Bytes(), spec.Input)
 		topology.AddSink(b, "out", spec.Output, serde.Bytes(), serde.Bytes(), "in")
 		return b.Build()
-	case "wordcount":
+	case "wordcount": // the processor-API word count, every count forwarded (its store uncached)
+		return wordcount.TopologyFor(spec.Input, spec.Output, wordcount.NoCaching())
+	case "wordcount-cached": // the same with its store's caching on (the example's default)
 		return wordcount.TopologyFor(spec.Input, spec.Output)
 	case "wordcount-dsl": // the same word count in the stream DSL
 		var opts []stream.BuilderOption
