@@ -69,6 +69,16 @@
 //	   1 s).before(2 s).after(6 s) → "j-asym". J2–J4 also compare their shared store's
 //	   changelog (KSTREAM-OUTERSHARED-0000000004-store), compacted. Run with JoinConfig.
 //
+//	P1 processor-API word count with caching (ProcessorTopologies): source "pc-in"
+//	   <String,String> → processor "count": each word of the line (T1's rule) counted
+//	   in the store "pc-counts" <String,Long> built withCachingEnabled(), or deleted
+//	   from it for a line keyed "del"; the counts (null: deleted) forwarded when the
+//	   store's cache flushes, through its flush listener (Kafka Streams' internal
+//	   setFlushListener; eddy's processor.ForwardThroughCache) → "pc-out"
+//	   <String,Long>. Its changelog is compared per key in order (ByKey). Both drivers
+//	   commit after every input record, so a flush merges the updates one line makes
+//	   to one word.
+//
 // Case mappings in the Java topologies use Locale.ROOT. Java lower-cases "İ" (U+0130) to
 // "i" and a combining dot (U+0307), which "\\W+" then splits on, so [Words] does the
 // same. T7's generated values avoid the characters whose upper case is more than one

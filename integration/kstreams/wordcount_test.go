@@ -117,7 +117,7 @@ func TestWordcountProcessorAPIEqualsKafkaStreams(t *testing.T) {
 func TestExampleWordcountsEqualKafkaStreamsOnASCII(t *testing.T) {
 	for name, build := range map[string]func(string, string) (*topology.Topology, error){
 		"dsl":          func(in, out string) (*topology.Topology, error) { return dsl.TopologyFor(in, out) },
-		"processorapi": wordcount.TopologyFor,
+		"processorapi": func(in, out string) (*topology.Topology, error) { return wordcount.TopologyFor(in, out) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			topo, err := build("wc-in", "wc-out")
