@@ -47,6 +47,9 @@ type worker struct {
 	// a new one each time (issue 26: "attempt=1" at every one of 146 rounds in 30 s).
 	attempts   int
 	retryDelay backoff.Backoff
+	// stoppedAt is when the last session ended under the worker (its context done),
+	// for the pause of the tasks it keeps (resumed); zero once reported.
+	stoppedAt time.Time
 }
 
 func newWorker(host taskHost, cfg taskSettings, idx int, txnID string) *worker {
@@ -95,6 +98,7 @@ func (w *worker) run(sess sarama.ConsumerGroupSession, tasks []*taskRunner) {
 		w.tasks = append(w.tasks, t)
 	}
 	if len(w.tasks) == 0 {
+		w.stoppedAt = time.Time{} // a session without tasks: nothing was kept
 		return
 	}
 	w.sess, w.txn.sess = sess, sess
@@ -142,7 +146,11 @@ func (w *worker) session(ctx context.Context) error {
 		}
 		return err
 	}
+	kept := 0 // tasks that ran in an earlier session of this runner (kept across a rebalance)
 	for _, t := range w.tasks {
+		if t.initDone {
+			kept++
+		}
 		if !t.initDone {
 			if err := t.eng.Init(); err != nil {
 				return err
@@ -156,7 +164,26 @@ func (w *worker) session(ctx context.Context) error {
 		t.logger.Debug("task running")
 	}
 	w.lastCommit = time.Now()
+	w.resumed(kept)
 	return w.loop(ctx)
+}
+
+// resumedMsg is the log message of resumed; integration/failover reads it.
+const resumedMsg = "tasks running again after a rebalance"
+
+// resumed logs how long the worker's kept tasks processed nothing across the
+// rebalance: from the end of the last session (its context done: under eager
+// rebalancing every task stops there, Cleanup commits, the member joins again) until
+// they run again in this one. It is the pause of a task that does not move (issue 24
+// item 4; BENCHMARKS.md "Availability"), and includes the restores of tasks new to the
+// worker, which it prepares first.
+func (w *worker) resumed(kept int) {
+	if w.stoppedAt.IsZero() || kept == 0 {
+		w.stoppedAt = time.Time{}
+		return
+	}
+	w.logger.Info(resumedMsg, "paused", time.Since(w.stoppedAt), "kept", kept, "tasks", len(w.tasks))
+	w.stoppedAt = time.Time{}
 }
 
 // prepare creates the worker's producer, then readies its tasks in parallel: stores
@@ -214,6 +241,7 @@ func (w *worker) loop(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			w.stoppedAt = time.Now()
 			return w.suspend()
 		case <-w.notify:
 		case now := <-tick.C:
