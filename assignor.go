@@ -39,6 +39,8 @@ type subscriptionData struct {
 	// Epoch changes when the member asks for a new generation (after a task of its was
 	// fenced): different metadata makes the coordinator rebalance.
 	Epoch int `json:"epoch,omitempty"`
+	warmupSubscription
+	rackSubscription
 }
 
 // assignmentData is what the leader tells every member: who owns which task.
@@ -49,6 +51,7 @@ type assignmentData struct {
 	// member's alone: AssignmentData is made per member). A member of an older eddy
 	// ignores the field and keeps no standby.
 	Standby []string `json:"standby,omitempty"`
+	warmupAssignment
 }
 
 // assignor is the group's balance strategy. It gives partition p of every source topic
@@ -82,6 +85,7 @@ type assignor struct {
 	lastHosts   map[string][]string           // leader: hosts of the plan being synced
 	lastMembers map[string]string             // leader: member → host
 	lastStandby map[string][]processor.TaskID // leader: member → its standby tasks in the plan
+	warm        warmupPolicy                  // warm-ups and rack (assignwarmup.go, assignrack.go)
 }
 
 func newAssignor(g *graph.Graph, appID string) *assignor {
@@ -104,7 +108,7 @@ func (a *assignor) Name() string { return assignorName }
 // SubscriptionUserData implements sarama.SubscriptionUserDataBalanceStrategy.
 func (a *assignor) SubscriptionUserData(topics []string) ([]byte, error) {
 	a.mu.Lock()
-	sd := subscriptionData{Version: 1, Host: a.host, Epoch: a.epoch}
+	sd := subscriptionData{Version: subscriptionVersion, Host: a.host, Epoch: a.epoch}
 	for _, t := range a.owned {
 		sd.Owned = append(sd.Owned, t.String())
 	}
@@ -112,6 +116,7 @@ func (a *assignor) SubscriptionUserData(topics []string) ([]byte, error) {
 		sd.Standby = append(sd.Standby, t.String())
 	}
 	a.mu.Unlock()
+	a.addWarmups(&sd)
 	if a.localState != nil {
 		for _, t := range a.localState() {
 			sd.State = append(sd.State, t.String())
@@ -163,6 +168,7 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	ids, subs := a.subscriptions(members)
 	a.readLags(tasks, ids, subs)
 	assignment := assignTasks(tasks, ids, subs)
+	moves := a.holdBack(tasks, ids, subs, assignment)
 	var standby map[string][]processor.TaskID
 	if a.standbys > 0 {
 		var short []processor.TaskID
@@ -171,7 +177,10 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 			a.logf("fewer standby replicas than Config.NumStandbyReplicas: a task's standbys go to other instances than its active one, one per instance, and there are not enough of them; start more instances to have them all",
 				"num_standby_replicas", a.standbys, "instances", len(ids), "tasks_short", len(short), "first", short[0].String())
 		}
+		a.logRackFallbacks(subs, assignment, standby)
 	}
+
+	a.planWarmups(moves, subs, standby)
 
 	plan := sarama.BalanceStrategyPlan{}
 	hosts := map[string][]string{}
@@ -465,7 +474,7 @@ func (a *assignor) AssignmentData(memberID string, topics map[string][]int32, ge
 	hosts := a.lastHosts
 	standby := a.lastStandby[memberID]
 	a.mu.Unlock()
-	ad := assignmentData{Version: 1, Hosts: hosts}
+	ad := assignmentData{Version: 1, Hosts: hosts, warmupAssignment: a.warmupData(memberID)}
 	for _, t := range standby {
 		ad.Standby = append(ad.Standby, t.String())
 	}
@@ -495,12 +504,14 @@ func (a *assignor) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment
 		delete(standby, t) // never a standby of a task it runs (the leader never plans one)
 	}
 	standbyTasks := sortedTasks(standby)
+	warmups := a.takeWarmups(ad, tasks, standby)
 	a.mu.Lock()
 	a.owned = slices.Clone(tasks)
 	a.standby = slices.Clone(standbyTasks)
 	a.mu.Unlock()
 	if a.onAssign != nil {
-		a.onAssign(tasks, standbyTasks, generationID, ad.Hosts)
+		// A warm-up runs as a standby does (standby.go); warmups() tells them apart.
+		a.onAssign(tasks, append(standbyTasks, warmups...), generationID, ad.Hosts)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/IBM/sarama"
@@ -118,4 +119,115 @@ func FuzzParseTaskID(f *testing.F) {
 			t.Fatalf("ParseTaskID(%q) = %v", s, id)
 		}
 	})
+}
+
+// FuzzWarmupPlan: three members with arbitrary subscriptions to the word count's
+// assignor (1_p stateful) with one standby, warm-ups (acceptable lag 10, at most 2) and
+// changelogs 50 records long. Whatever they claim: every task runs once; a task placed
+// elsewhere than the plan without warm-ups is a counting task kept on a member within
+// the acceptable lag (it reported caughtUp or an offset sum of 40-50) away from a
+// target of version 2 that is not; at most 2 warm-ups, each on the target of such a
+// task, none beside a standby of it or on its active member; and a standby shares a
+// rack with its task's active member or another standby only when every member
+// without a replica of the task is on a rack the task uses (checkRackFallback).
+func FuzzWarmupPlan(f *testing.F) {
+	valid := func(sd subscriptionData) []byte { b, _ := json.Marshal(sd); return b }
+	f.Add(valid(subscriptionData{Version: 2, Owned: []string{"0_0", "1_0", "1_1", "1_2", "1_3"}, Offsets: map[string]int64{"1_0": -2, "1_1": -2, "1_2": -2, "1_3": -2}, rackSubscription: rackSubscription{Rack: "r1"}}),
+		valid(subscriptionData{Version: 2, rackSubscription: rackSubscription{Rack: "r1"}}), valid(subscriptionData{Version: 2, Offsets: map[string]int64{"1_2": 45}, rackSubscription: rackSubscription{Rack: "r2"}}))
+	f.Add([]byte(`{"v":2,"owned":["1_0","1_1"],"offsets":{"1_0":-2,"1_1":-2,"1_3":41},"warmup":["1_2"]}`), []byte(`{"v":1,"rack":"a"}`), []byte(`{"v":2,"standby":["1_0"],"rack":"a"}`))
+	f.Fuzz(func(t *testing.T, d1, d2, d3 []byte) {
+		a, _ := warmupAssignor(t, 1, 2, 50)
+		a.warm.acceptableLag = 10
+		base, _ := warmupAssignor(t, 1, 0, 50)
+		members := map[string]sarama.ConsumerGroupMemberMetadata{}
+		subs := map[string]subscriptionData{}
+		for m, d := range map[string][]byte{"m1": d1, "m2": d2, "m3": d3} {
+			members[m] = sarama.ConsumerGroupMemberMetadata{UserData: d}
+			var sd subscriptionData
+			if len(d) == 0 || json.Unmarshal(d, &sd) != nil {
+				sd = subscriptionData{}
+			}
+			subs[m] = sd
+		}
+		caught := func(m string, id processor.TaskID) bool {
+			off, ok := subs[m].Offsets[id.String()]
+			return ok && (off == caughtUp || (off >= 40 && off <= 50))
+		}
+		plan, err := a.Plan(members, fourPartitions(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tasksOfPlan(t, a, plan)
+		basePlan, err := base.Plan(members, fourPartitions(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, baseRuns := map[processor.TaskID]string{}, map[processor.TaskID]string{}
+		for m, ts := range got {
+			for _, id := range ts {
+				runs[id] = m
+			}
+		}
+		for m, ts := range tasksOfPlan(t, base, basePlan) {
+			for _, id := range ts {
+				baseRuns[id] = m
+			}
+		}
+		if len(runs) != 8 {
+			t.Fatalf("%d tasks run; want 8: %v", len(runs), got)
+		}
+		for id, m := range runs {
+			if to := baseRuns[id]; to != m && (id.Subtopology != 1 || !caught(m, id) || caught(to, id) || subs[to].Version < 2) {
+				t.Fatalf("%s runs on %s, not %s as without warm-ups, and is not a counting task held back on a caught-up member: %v", id, m, to, subs)
+			}
+		}
+		n := 0
+		for m := range members {
+			for _, id := range a.warm.planned[m] {
+				n++
+				if baseRuns[id] != m || runs[id] == m || slices.Contains(a.lastStandby[m], id) {
+					t.Fatalf("warm-up of %s on %s: target %s, runs on %s, standbys there %v", id, m, baseRuns[id], runs[id], a.lastStandby[m])
+				}
+			}
+		}
+		if n > 2 {
+			t.Fatalf("%d warm-ups; at most 2: %v", n, a.warm.planned)
+		}
+		checkRackFallback(t, subs, runs, a.lastStandby)
+	})
+}
+
+// checkRackFallback: a standby sharing a rack with its task's active member or another
+// standby of it is allowed only when no member without a replica of the task (active
+// or standby) is on a rack it does not use, or on no rack. (A standby that became a
+// warm-up left the standbys: one fewer can only share less.)
+func checkRackFallback(t *testing.T, subs map[string]subscriptionData, runs map[processor.TaskID]string, standby map[string][]processor.TaskID) {
+	t.Helper()
+	holds := map[processor.TaskID]map[string]bool{}
+	for m, ts := range standby {
+		for _, id := range ts {
+			if holds[id] == nil {
+				holds[id] = map[string]bool{runs[id]: true}
+			}
+			holds[id][m] = true
+		}
+	}
+	for id, ms := range holds {
+		racks := map[string]bool{}
+		shared := false
+		for m := range ms {
+			if r := subs[m].Rack; r != "" {
+				shared = shared || racks[r]
+				racks[r] = true
+			}
+		}
+		if !shared {
+			continue
+		}
+		for m := range subs {
+			if r := subs[m].Rack; !ms[m] && (r == "" || !racks[r]) {
+				t.Fatalf("replicas of %s on %v share a rack while %s (rack %q) holds none", id, ms, m, r)
+			}
+		}
+	}
 }

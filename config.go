@@ -97,6 +97,33 @@ type Config struct {
 	// restored from their source topic are not kept by standbys (docs/architecture.md,
 	// "Standby replicas").
 	NumStandbyReplicas int
+	// AcceptableRecoveryLag is how far (changelog records, summed over a task's stores
+	// a standby keeps) an instance's state of a task may be behind and still take the
+	// task over at once (Kafka Streams' acceptable.recovery.lag). When the balanced
+	// plan gives a task to an instance further behind (one that just joined) while
+	// another is caught up (the one running it), the task stays where it runs and the
+	// new instance gets a warm-up replica of it; a probing rebalance moves the task
+	// once the warm-up is within this lag, so it pauses only for the tail instead of a
+	// whole restore. Default 10000 (Kafka Streams' default).
+	AcceptableRecoveryLag int64
+	// MaxWarmupReplicas bounds the warm-up replicas in the whole group at a time
+	// (Kafka Streams' max.warmup.replicas): each reads a changelog from its start, so
+	// this bounds the extra load a scale-up puts on the brokers. Default 2 (Kafka
+	// Streams' default); -1: no warm-ups, a task moves at once and restores where it
+	// goes (as before warm-ups existed).
+	MaxWarmupReplicas int
+	// ProbingRebalanceInterval is how often an instance with warm-up replicas asks
+	// for a new generation once one of them is within AcceptableRecoveryLag, so the
+	// task moves (Kafka Streams' probing.rebalance.interval.ms). Each such rebalance
+	// stops every task of the group for a moment (the protocol is eager). Default
+	// 10 min (Kafka Streams' default); at least 1 s.
+	ProbingRebalanceInterval time.Duration
+	// Rack names where this instance runs (a zone, a rack): a task's standby replicas
+	// go to instances on other racks than its active task and than each other where
+	// there are such instances (KIP-925-like), else anywhere, with a log line. Default
+	// empty: no rack, no constraint. It does not set sarama's Consumer.RackID (fetching
+	// from a follower, KIP-392: docs/operations.md, "Racks").
+	Rack string
 	// StateDir holds the task stores: <StateDir>/<ApplicationID>/<taskID>/. Default:
 	// <os.TempDir()>/eddy. A state dir is used by one instance at a time.
 	StateDir string
@@ -292,6 +319,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.NumStandbyReplicas < 0 {
 		return c, configErr("NumStandbyReplicas", "%d is negative: want 0 (no standbys) or the number of standby replicas per task", c.NumStandbyReplicas)
+	}
+	if err := c.checkWarmups(); err != nil {
+		return c, err
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
