@@ -171,6 +171,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		t.beginSession()
 	}
 	rt.startWorkers(sess, run, &h.wg)
+	rt.startProbing(sess, &h.wg)
 	rt.sessions.Add(1)
 	rt.inSession.Store(true)
 	return nil

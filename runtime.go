@@ -73,6 +73,8 @@ type runtime struct {
 
 	mu     sync.Mutex
 	rejoin chan struct{} // closed to end the current session
+	// cancelSession cancels the context of the current group.Consume (endSession).
+	cancelSession context.CancelFunc
 
 	metrics   *metrics.Metrics
 	failed    atomic.Bool
@@ -150,6 +152,9 @@ func (rt *runtime) useAssignor() {
 	rt.assignor = newAssignor(rt.g, rt.cfg.ApplicationID)
 	rt.assignor.host = rt.cfg.AdvertisedAddr
 	rt.assignor.standbys = rt.cfg.NumStandbyReplicas
+	rt.assignor.warm.acceptableLag = rt.cfg.AcceptableRecoveryLag
+	rt.assignor.warm.max = rt.cfg.MaxWarmupReplicas
+	rt.assignor.warm.rack = rt.cfg.Rack
 	rt.assignor.onAssign = rt.onAssignment
 	rt.assignor.localState = rt.localState
 	rt.assignor.taskOffsets = rt.taskOffsets
@@ -343,7 +348,15 @@ func (rt *runtime) snapshot() metrics.Snapshot {
 		}
 	}
 	sbs := rt.standbyInfos()
-	s.TaskStates["standby"] = len(sbs)
+	warm := rt.assignor.warmups()
+	s.TaskStates["standby"], s.TaskStates["warm-up"] = 0, 0
+	for _, sb := range sbs {
+		if warm[sb.ID] {
+			s.TaskStates["warm-up"]++
+		} else {
+			s.TaskStates["standby"]++
+		}
+	}
 	for _, sb := range sbs {
 		for store, lag := range sb.Lag {
 			s.StandbyLag = append(s.StandbyLag, metrics.StoreLevel{Task: sb.ID.String(), Store: store, Value: float64(lag)})
@@ -361,7 +374,12 @@ func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
 	h := &groupHandler{rt: rt}
 	var rejoin backoff.Backoff
 	for ctx.Err() == nil {
-		err := group.Consume(ctx, rt.topics, h)
+		sessCtx, cancel := context.WithCancel(ctx)
+		rt.mu.Lock()
+		rt.cancelSession = cancel
+		rt.mu.Unlock()
+		err := group.Consume(sessCtx, rt.topics, h)
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}

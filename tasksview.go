@@ -29,7 +29,7 @@ type TasksView struct {
 	// timeout: a generation that moves is a rebalance.
 	Generation int32 `json:"generation"`
 	// Tasks are this instance's tasks, in task order: the active ones, then the
-	// standby replicas (Config.NumStandbyReplicas).
+	// standby and warm-up replicas (Config.NumStandbyReplicas, MaxWarmupReplicas).
 	Tasks []TaskView `json:"tasks"`
 	// Elsewhere are the tasks of the other instances that announced an
 	// AdvertisedAddr, by that address (the group's last assignment).
@@ -39,8 +39,10 @@ type TasksView struct {
 // TaskView is one task of TasksView.
 type TaskView struct {
 	Task string `json:"task"`
-	// Role is "active" (the task processes here) or "standby" (a standby replica:
-	// its stores follow the changelogs here, and the task processes elsewhere).
+	// Role is "active" (the task processes here), "standby" (a standby replica:
+	// its stores follow the changelogs here, and the task processes elsewhere) or
+	// "warm-up" (a warm-up replica: a standby kept until the task, held on a caught-up
+	// instance, can move here without a long restore; Config.AcceptableRecoveryLag).
 	Role string `json:"role"`
 	// State is the task's state on this instance: created (assigned, not started),
 	// restoring, running or suspended (between two group sessions). A standby is
@@ -129,6 +131,9 @@ func (a *App) TasksView() TasksView {
 // view describes a standby for /tasks.
 func (sb standbyInfo) view(rt *runtime) TaskView {
 	v := TaskView{Task: sb.ID.String(), Role: "standby", State: taskRestoring.String(), StandbyRecords: sb.Restored}
+	if rt.assignor.warmups()[sb.ID] {
+		v.Role = "warm-up"
+	}
 	if !sb.CaughtUp.IsZero() {
 		v.State = taskRunning.String()
 		at := sb.CaughtUp
