@@ -40,6 +40,8 @@ type spec struct {
 	// SessionTimeout is the group's session timeout (sarama's
 	// Consumer.Group.Session.Timeout; 0: eddy's 10 s).
 	SessionTimeout time.Duration
+	// Impl is the application the child runs (kstreams.go): eddy or Kafka Streams.
+	Impl impl
 }
 
 // event is one line a child prints on stdout.
@@ -116,7 +118,7 @@ func startChild(s spec) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "-child", string(b))
+	cmd := childCommand(self, s, b)
 	// A child outlives no parent: when this process ends, however (a failed test, a
 	// go test timeout, a SIGKILL), the kernel kills its children.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -82,6 +82,8 @@ func main() {
 	static := flag.String("static", "false,true", "-scenario rolling: static membership (Config.InstanceID) settings to run, comma-separated")
 	down := flag.Duration("down", 0, "-scenario rolling: how long each stopped instance stays down before it starts again")
 	scaleUp := flag.Bool("scaleup", true, "-scenario rolling: after the rolling restart, one more instance joins")
+	implNames := flag.String("impl", "eddy", "applications to run, comma-separated, in turn for each setting: eddy, kstreams (Kafka Streams 4.1.1, built with Maven; kstreams.go)")
+	ksSession := flag.Int("ks-session-timeout", 0, "-impl kstreams: the consumer's session.timeout.ms (0: Kafka Streams' default, 45 s; eddy's is 10 s)")
 	flag.Parse()
 	if *scenario != "failover" && *scenario != "rolling" {
 		log.Fatalf("-scenario %q: want failover or rolling", *scenario)
@@ -103,26 +105,45 @@ func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	addrs := strings.Split(*brokers, ",")
-	for _, n := range counts {
-		if *scenario == "failover" {
-			r, err := runFailover(ctx, failoverConfig{brokers: addrs, keys: *keys, partitions: int32(*partitions), valueBytes: *valueBytes, instances: *instances, standbys: n})
-			if err != nil {
-				log.Fatalf("standbys=%d: %v", n, err)
-			}
-			fmt.Println(r)
-			continue
+	work, err := os.MkdirTemp("", "eddy-failover-build-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	var impls []impl
+	for _, name := range strings.Split(*implNames, ",") {
+		im, err := buildImpl(ctx, name, work, *ksSession)
+		if err != nil {
+			log.Fatal(err)
 		}
-		for _, s := range strings.Split(*static, ",") {
-			st, err := strconv.ParseBool(s)
-			if err != nil {
-				log.Fatalf("-static %q: want true, false or both (false,true)", *static)
+		impls = append(impls, im)
+	}
+	for _, n := range counts {
+		for _, im := range impls {
+			if *scenario == "failover" {
+				r, err := runFailover(ctx, failoverConfig{brokers: addrs, keys: *keys, partitions: int32(*partitions), valueBytes: *valueBytes, instances: *instances, standbys: n, impl: im})
+				if err != nil {
+					log.Fatalf("%v standbys=%d: %v", im, n, err)
+				}
+				fmt.Println(im, r)
+				continue
 			}
-			r, err := runRolling(ctx, rollingConfig{brokers: addrs, keys: *keys, partitions: int32(*partitions), valueBytes: *valueBytes,
-				instances: *instances, static: st, standbys: n, down: *down, scaleUp: *scaleUp})
-			if err != nil {
-				log.Fatalf("static=%v standbys=%d: %v", st, n, err)
+			for _, s := range strings.Split(*static, ",") {
+				st, err := strconv.ParseBool(s)
+				if err != nil {
+					log.Fatalf("-static %q: want true, false or both (false,true)", *static)
+				}
+				// Kafka Streams gives a joining instance warm-up replicas, not active
+				// tasks, until a probing rebalance (10 minutes): its scale-up would
+				// wait for nothing.
+				up := *scaleUp && im.Classpath == ""
+				r, err := runRolling(ctx, rollingConfig{brokers: addrs, keys: *keys, partitions: int32(*partitions), valueBytes: *valueBytes,
+					instances: *instances, static: st, standbys: n, down: *down, scaleUp: up, impl: im})
+				if err != nil {
+					log.Fatalf("%v static=%v standbys=%d: %v", im, st, n, err)
+				}
+				fmt.Println(im, r)
 			}
-			fmt.Println(r)
 		}
 	}
 }
@@ -135,6 +156,7 @@ type failoverConfig struct {
 	valueBytes int
 	instances  int // the first is killed
 	standbys   int // Config.NumStandbyReplicas
+	impl       impl
 }
 
 // movedTask is what the failover measures of one task of the killed instance.
@@ -198,22 +220,25 @@ func runFailover(ctx context.Context, cfg failoverConfig) (res result, err error
 		r.close()
 		res.races = r.races()
 	}()
-	began := time.Now()
-	if err := r.produce(cfg.keys, false); err != nil {
-		return res, err
-	}
-	log.Printf("standbys=%d: %d keys written in %v", cfg.standbys, cfg.keys, time.Since(began).Round(time.Millisecond))
-
 	children := make([]*proc, cfg.instances)
 	for i := range children {
 		dir, err := r.stateDir()
 		if err != nil {
 			return res, err
 		}
-		if children[i], err = r.start(spec{Brokers: cfg.brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys}); err != nil {
+		if children[i], err = r.start(spec{Brokers: cfg.brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, Impl: cfg.impl}); err != nil {
 			return res, err
 		}
 	}
+	// The keys are loaded once the group has formed (waitFormed says why).
+	if err := waitFormed(children, cfg.partitions, 3*time.Minute); err != nil {
+		return res, err
+	}
+	began := time.Now()
+	if err := r.produce(cfg.keys, false); err != nil {
+		return res, err
+	}
+	log.Printf("%v standbys=%d: %d keys written in %v", cfg.impl, cfg.standbys, cfg.keys, time.Since(began).Round(time.Millisecond))
 	var victim []string
 	waitStart := time.Now()
 	err = r.settle(10*time.Minute, func() bool {

@@ -50,6 +50,7 @@ type rollingConfig struct {
 	// sessionTimeout is the instances' session timeout (0: eddy's 10 s): a static
 	// member restarted within it causes no rebalance.
 	sessionTimeout time.Duration
+	impl           impl // the application the instances run: eddy or Kafka Streams
 }
 
 type rollingResult struct {
@@ -115,10 +116,6 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 		r.close()
 		res.races = r.races()
 	}()
-	if err := r.produce(keys, false); err != nil {
-		return res, err
-	}
-
 	// children holds the live process of each instance; r.all every one ever started.
 	specs := make([]spec, instances+1)
 	children := make([]*proc, instances+1)
@@ -135,7 +132,7 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 		if err != nil {
 			return res, err
 		}
-		specs[i] = spec{Brokers: brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, SessionTimeout: cfg.sessionTimeout}
+		specs[i] = spec{Brokers: brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, SessionTimeout: cfg.sessionTimeout, Impl: cfg.impl}
 		if static {
 			specs[i].InstanceID = fmt.Sprintf("inst-%d", i)
 		}
@@ -144,6 +141,13 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 		if err := start(i); err != nil {
 			return res, err
 		}
+	}
+	// The keys are loaded once the group has formed (waitFormed says why).
+	if err := waitFormed(children[:instances], partitions, 3*time.Minute); err != nil {
+		return res, err
+	}
+	if err := r.produce(keys, false); err != nil {
+		return res, err
 	}
 	live := func() []*proc {
 		var out []*proc
