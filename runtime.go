@@ -114,12 +114,15 @@ func newRuntime(a *App) (*runtime, error) {
 		rt.unlockStateDir()
 		return nil, err
 	}
+	// The assignor first: the metrics' collector reads it (the warm-ups among the
+	// standbys) as soon as it is registered, and a scrape may come at once
+	// (TestLateRecordsAreCounted's race under -race in CI on 6a3a82c).
+	rt.useAssignor()
 	if err := rt.registerMetrics(); err != nil {
 		rt.closeGlobal()
 		rt.unlockStateDir()
 		return nil, err
 	}
-	rt.useAssignor()
 	if err := rt.connect(); err != nil {
 		rt.closeGlobal()
 		rt.unlockStateDir()
