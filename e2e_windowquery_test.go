@@ -83,10 +83,28 @@ func TestWindowQueriesAcrossInstances(t *testing.T) {
 		if err := c.WaitProcessed(ctxT(t), appID, input); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, time.Minute, "both instances ready with 2 tasks each", func() (bool, error) {
+		// A task writes its stores after its transaction committed, so the committed
+		// offsets WaitProcessed saw can be ahead of what a query reads for a moment (CI on
+		// ed97673 read no windows of u00 right after): wait until the two instances'
+		// stores hold every window and session between them.
+		waitFor(t, time.Minute, "both instances ready with 2 tasks each, every window stored", func() (bool, error) {
 			ca, _, _ := get(t, a.base+"/readyz")
 			cb, _, _ := get(t, bb.base+"/readyz")
-			return ca == 200 && cb == 200 && len(a.app.Tasks()) == 2 && len(bb.app.Tasks()) == 2, nil
+			if ca != 200 || cb != 200 || len(a.app.Tasks()) != 2 || len(bb.app.Tasks()) != 2 {
+				return false, nil
+			}
+			stored := 0
+			for _, base := range []string{a.base, bb.base} {
+				for _, path := range []string{"/stores/per-minute/windows", "/stores/sessions/sessions"} {
+					code, _, body := get(t, base+path)
+					var ans windowsAnswer
+					if code != http.StatusOK || json.Unmarshal([]byte(body), &ans) != nil {
+						return false, nil
+					}
+					stored += len(ans.Windows) + len(ans.Sessions)
+				}
+			}
+			return stored == 4*viewUsers, nil
 		})
 		t0 := viewsT0.UnixMilli()
 		answer := func(path string) (windowsAnswer, http.Header) {

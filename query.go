@@ -48,7 +48,9 @@ func (e *NotLocalError) Is(target error) bool { return target == ErrNotLocal }
 
 // QueryableStore gives read-only access to the partitions of a store that this
 // instance holds, and says which instance holds the others. Reads see committed state:
-// the store as of its task's last commit. GetStale also answers from a standby replica
+// the store as of its task's last commit. A task writes its stores just after its
+// transaction commits, so for a moment after the consumed offsets are committed (what a
+// group's lag shows) a read can still see the commit before. GetStale also answers from a standby replica
 // or a restoring task here, saying which and how far behind (StaleInfo). It is safe for
 // concurrent use.
 //
