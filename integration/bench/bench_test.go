@@ -293,8 +293,8 @@ func TestKStreamsDefaultsRowsAndTheirTwins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 8 || !slices.Contains(rows, "wc-dsl-eos-100ms") {
-		t.Fatalf("group kstreams-defaults: %q, want 4 pairs, wc-dsl-eos-100ms among them", rows)
+	if len(rows) != 10 || !slices.Contains(rows, "wc-dsl-eos-100ms") || !slices.Contains(rows, "wc-cached-eos-100ms") {
+		t.Fatalf("group kstreams-defaults: %q, want 4 pairs and 2 cached processor-API rows, wc-dsl-eos-100ms and wc-cached-eos-100ms among them", rows)
 	}
 	twins := 0
 	for _, name := range rows {
@@ -310,14 +310,15 @@ func TestKStreamsDefaultsRowsAndTheirTwins(t *testing.T) {
 				continue
 			}
 			twins++
-			if other.ksDefaults || !strings.HasPrefix(other.name, "wc-dsl-eos-") || other.vocab != r.vocab ||
+			dsl, cached := strings.HasPrefix(other.name, "wc-dsl-eos-"), strings.HasPrefix(other.name, "wc-cached-eos-")
+			if other.ksDefaults || !(dsl || cached) || other.vocab != r.vocab ||
 				nameSuffixInt(other.name, "-p") != nameSuffixInt(name, "-p") {
-				t.Errorf("%s's twin %s does not run eddy's DSL with its defaults on the same input", name, other.name)
+				t.Errorf("%s's twin %s does not run eddy's DSL or cached processor API with its defaults on the same input", name, other.name)
 			}
 		}
 	}
-	if twins != 4 {
-		t.Errorf("%d eddy twins of the Kafka Streams defaults rows, want 4", twins)
+	if twins != 6 {
+		t.Errorf("%d eddy twins of the Kafka Streams defaults rows, want 6", twins)
 	}
 	k := &kstreamsApp{java: "java", classpath: "cp"}
 	if got := k.command(childSpec{KSCache: true}); got[len(got)-1] != "default" {

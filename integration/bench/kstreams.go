@@ -93,7 +93,10 @@ func ksCacheArg(on bool) string {
 // Streams' default commit.interval.ms under exactly_once_v2), one stream thread (its
 // default), at 8 and 64 partitions, on words drawn from -vocab (10,000) and from
 // 1,000,000 distinct words. wc-dsl-eos-100ms (the 8-partition, -vocab pair's eddy row)
-// is in the dsl group and in this one.
+// is in the dsl group and in this one. The processor-API word count with its store cached
+// (wc-cached-eos-100ms[-p64], issue 25 item 5) has the same Kafka Streams twins: a Kafka
+// Streams user's word count is the DSL's, cached by default (its processor-API store
+// builders cache only when asked to).
 func kstreamsDefaultsRows() []*rowDef {
 	const ms100 = 100 * time.Millisecond
 	const group, million = "kstreams-defaults", 1_000_000
@@ -102,6 +105,8 @@ func kstreamsDefaultsRows() []*rowDef {
 		{name: "ks-wc-dsl-eos-100ms", group: group, unit: "words", ksDefaults: true, desc: ks, run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-dsl-eos-100ms-p64", group: group, unit: "words", twin: "ks-wc-dsl-eos-100ms-p64", desc: "eddy's DSL word count with its defaults (record caching on, 10 MiB per task), exactly-once, commit 100 ms, on input of 64 partitions (128 tasks)", run: eddyRow("wordcount-dsl", true, ms100)},
 		{name: "ks-wc-dsl-eos-100ms-p64", group: group, unit: "words", ksDefaults: true, desc: "the same in Kafka Streams with its defaults (cache on) on input of 64 partitions", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-cached-eos-100ms", group: group, unit: "words", twin: "ks-wc-dsl-eos-100ms", desc: "eddy's processor-API word count (examples/wordcount) as its example runs it: its store cached (StoreNode.WithCaching, 10 MiB per task), exactly-once, commit 100 ms, 8 partitions", run: eddyRow("wordcount-cached", true, ms100)},
+		{name: "wc-cached-eos-100ms-p64", group: group, unit: "words", twin: "ks-wc-dsl-eos-100ms-p64", desc: "the same on input of 64 partitions (128 tasks)", run: eddyRow("wordcount-cached", true, ms100)},
 		{name: "wc-dsl-eos-100ms-k1m", group: group, unit: "words", vocab: million, twin: "ks-wc-dsl-eos-100ms-k1m", desc: "eddy's DSL word count with its defaults (cache on), exactly-once, commit 100 ms, 8 partitions, words drawn from 1,000,000 distinct words (-words draws: about 63% of them occur once -words is 1M)", run: eddyRow("wordcount-dsl", true, ms100)},
 		{name: "ks-wc-dsl-eos-100ms-k1m", group: group, unit: "words", vocab: million, ksDefaults: true, desc: "the same in Kafka Streams with its defaults (cache on), 1,000,000 distinct words", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-dsl-eos-100ms-k1m-p64", group: group, unit: "words", vocab: million, twin: "ks-wc-dsl-eos-100ms-k1m-p64", desc: "eddy's DSL word count with its defaults (cache on), 64 partitions, 1,000,000 distinct words", run: eddyRow("wordcount-dsl", true, ms100)},

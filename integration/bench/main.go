@@ -72,6 +72,9 @@
 //	                  (1M draws from 1M words hold about 632,000 of them). The twin table
 //	                  labels these comparisons "as users run it" (issue 25's targets: peak
 //	                  RSS ≤ 0.3×) and the cache-off ones "like-for-like"
+//	wc-cached-eos-100ms[-p64]  (group kstreams-defaults) eddy's processor-API word
+//	                  count as its example runs it: its store cached (StoreNode.WithCaching,
+//	                  10 MiB per task); twinned with ks-wc-dsl-eos-100ms[-p64]
 //	ks-wc-eos-100ms-t2      diagnostic (group kstreams-diag): Kafka Streams with 2 stream
 //	                  threads; a Kafka Streams row named *-t<N> runs N
 //	ks-win-count-eos-ret2h  diagnostic: its windowed count with the window store's
