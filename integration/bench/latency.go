@@ -46,43 +46,75 @@ func latencyRow(kind string, eos bool) func(context.Context, *env, *rowDef, int)
 		P := int32(e.o.partitions)
 		id := e.runID(r.name, round)
 		defer e.cleanupRun(id)
-		in, out := id+"-in", id+"-out"
-		for _, t := range []string{in, out} {
-			if err := e.createTopic(ctx, t, P, nil); err != nil {
-				return nil, err
-			}
-		}
-		spec := childSpec{Row: r.name, Input: in, Output: out, Group: id, Partitions: P, CommitInterval: 100 * time.Millisecond}
+		spec := childSpec{Row: r.name, Input: id + "-in", Output: id + "-out", Group: id, Partitions: P, CommitInterval: 100 * time.Millisecond}
 		if kind == "eddy" {
 			spec.Topology, spec.ExactlyOnce, spec.StateDir = "passthrough", eos, e.stateDir(id)
 		}
-		reader, err := newLatencyReader(e, out, P)
-		if err != nil {
+		return e.runLatency(ctx, kind, fmt.Sprintf("%s-r%d", r.name, round), spec, false, e.recordSource(P))
+	}
+}
+
+// runLatency makes the child's input and output topics, starts the child and drives it
+// at the chosen rate; words says its output is a word count's.
+func (e *env) runLatency(ctx context.Context, kind, name string, spec childSpec, words bool, src latencySource) (*runResult, error) {
+	for _, t := range []string{spec.Input, spec.Output} {
+		if err := e.createTopic(ctx, t, spec.Partitions, nil); err != nil {
 			return nil, err
 		}
-		defer reader.close()
-		c, err := e.startChild(kind, fmt.Sprintf("%s-r%d", r.name, round), spec)
-		if err != nil {
-			return nil, err
-		}
-		defer c.kill()
-		lr, err := e.driveLatency(ctx, c, in, P, reader)
-		if err != nil {
-			return nil, err
-		}
-		c.stop(60 * time.Second)
-		res, u, err := c.result()
-		if err != nil {
-			return nil, err
-		}
-		lr.CPU, lr.MaxRSSMB, lr.PeakAnonMB, lr.PeakFileMB, lr.Child = u.CPU, u.MaxRSSMB, u.PeakAnonMB, u.PeakFileMB, res
-		return lr, nil
+	}
+	reader, err := newLatencyReader(e, spec.Output, spec.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	defer reader.close()
+	if words {
+		reader.countWords()
+	}
+	c, err := e.startChild(kind, name, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer c.kill()
+	lr, err := e.driveLatency(ctx, c, spec.Input, spec.Partitions, reader, src)
+	if err != nil {
+		return nil, err
+	}
+	c.stop(60 * time.Second)
+	res, u, err := c.result()
+	if err != nil {
+		return nil, err
+	}
+	lr.CPU, lr.MaxRSSMB, lr.PeakAnonMB, lr.PeakFileMB, lr.Child = u.CPU, u.MaxRSSMB, u.PeakAnonMB, u.PeakFileMB, res
+	return lr, nil
+}
+
+// latencySource makes a latency row's input: a probe record per partition, then record
+// i with the units it carries (records, or a line's words).
+type latencySource struct {
+	probe func(p int32) (key, value []byte)
+	next  func(i int) (key, value []byte, p int32, units int)
+}
+
+// recordSource is the passthrough's input: key i of the key space on its partition, a
+// random value marked 'M' (probes: 'P').
+func (e *env) recordSource(P int32) latencySource {
+	value := func(mark byte) []byte {
+		v := randomValue(e.rng, e.o.valueSize)
+		v[0] = mark
+		return v
+	}
+	return latencySource{
+		probe: func(p int32) ([]byte, []byte) { return fmt.Appendf(nil, "probe-%d", p), value('P') },
+		next: func(i int) ([]byte, []byte, int32, int) {
+			key := benchKey(uint64(i))
+			return key, value('M'), partition.ForKey(key, P), 1
+		},
 	}
 }
 
 // driveLatency waits until the pipeline passes a probe record per partition, then
 // writes e.latencyRate records per second for -latency-duration and waits for them.
-func (e *env) driveLatency(ctx context.Context, c *child, topic string, P int32, reader *latencyReader) (*runResult, error) {
+func (e *env) driveLatency(ctx context.Context, c *child, topic string, P int32, reader *latencyReader, src latencySource) (*runResult, error) {
 	cfg := sarama.NewConfig()
 	cfg.ClientID = e.o.prefix + "-latency-writer"
 	cfg.Version = sarama.V3_9_0_0
@@ -110,17 +142,16 @@ func (e *env) driveLatency(ctx context.Context, c *child, topic string, P int32,
 		_ = prod.Close()
 		<-errsDone
 	}()
-	send := func(key []byte, p int32, probe bool) {
-		v := randomValue(e.rng, e.o.valueSize)
-		if probe {
-			v[0] = 'P'
-		} else {
-			v[0] = 'M'
+	send := func(key, value []byte, p int32) {
+		m := &sarama.ProducerMessage{Topic: topic, Partition: p, Value: sarama.ByteEncoder(value), Timestamp: time.Now()}
+		if key != nil {
+			m.Key = sarama.ByteEncoder(key)
 		}
-		prod.Input() <- &sarama.ProducerMessage{Topic: topic, Partition: p, Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(v), Timestamp: time.Now()}
+		prod.Input() <- m
 	}
 	for p := range P {
-		send(fmt.Appendf(nil, "probe-%d", p), p, true)
+		key, value := src.probe(p)
+		send(key, value, p)
 	}
 	if err := reader.waitProbes(ctx, c, int(P), 120*time.Second); err != nil {
 		return nil, err
@@ -129,7 +160,7 @@ func (e *env) driveLatency(ctx context.Context, c *child, topic string, P int32,
 	began := time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	sent := 0
+	sent, units := 0, 0
 	for time.Since(began) < e.o.latDuration {
 		select {
 		case <-ctx.Done():
@@ -138,11 +169,12 @@ func (e *env) driveLatency(ctx context.Context, c *child, topic string, P int32,
 		}
 		due := int(time.Since(began).Seconds() * float64(rate))
 		for ; sent < due; sent++ {
-			key := benchKey(uint64(sent))
-			send(key, partition.ForKey(key, P), false)
+			key, value, p, n := src.next(sent)
+			send(key, value, p)
+			units += n
 		}
 	}
-	if err := reader.waitMeasured(ctx, c, sent, 60*time.Second); err != nil {
+	if err := reader.waitMeasured(ctx, c, units, 60*time.Second); err != nil {
 		return nil, err
 	}
 	mu.Lock()
@@ -154,7 +186,7 @@ func (e *env) driveLatency(ctx context.Context, c *child, topic string, P int32,
 	slices.Sort(lat)
 	pct := func(q float64) float64 { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
 	return &runResult{
-		Units: int64(sent), Seconds: e.o.latDuration.Seconds(), Rate: float64(rate),
+		Units: int64(units), Seconds: e.o.latDuration.Seconds(), Rate: float64(rate),
 		P50: pct(0.50), P99: pct(0.99), Max: lat[len(lat)-1], LatRate: rate, LatCount: len(lat),
 	}, nil
 }
@@ -169,6 +201,11 @@ type latencyReader struct {
 	probes int
 	lat    []float64 // ms
 	errs   []error
+	// counts, for a word count's output (newWordLatencyReader): each word's highest
+	// count read, the probe word's among them; nil for records passed through.
+	counts map[string]int64
+	// counted is the sum of counts but the probe word's: the words processed.
+	counted int64
 }
 
 func newLatencyReader(e *env, topic string, P int32) (*latencyReader, error) {
@@ -202,14 +239,7 @@ func newLatencyReader(e *env, topic string, P int32) (*latencyReader, error) {
 			for {
 				select {
 				case m := <-pc.Messages():
-					now := time.Now()
-					lr.mu.Lock()
-					if len(m.Value) > 0 && m.Value[0] == 'P' {
-						lr.probes++
-					} else {
-						lr.lat = append(lr.lat, float64(now.Sub(m.Timestamp))/float64(time.Millisecond))
-					}
-					lr.mu.Unlock()
+					lr.read(m, time.Now())
 				case err := <-pc.Errors():
 					lr.mu.Lock()
 					lr.errs = append(lr.errs, err)
@@ -223,6 +253,21 @@ func newLatencyReader(e *env, topic string, P int32) (*latencyReader, error) {
 	return lr, nil
 }
 
+// read takes an output record read at now: a probe, or a latency to record.
+func (lr *latencyReader) read(m *sarama.ConsumerMessage, now time.Time) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.counts != nil {
+		lr.readCount(m, now)
+		return
+	}
+	if len(m.Value) > 0 && m.Value[0] == 'P' {
+		lr.probes++
+		return
+	}
+	lr.lat = append(lr.lat, float64(now.Sub(m.Timestamp))/float64(time.Millisecond))
+}
+
 func (lr *latencyReader) close() {
 	select {
 	case <-lr.stop:
@@ -233,9 +278,14 @@ func (lr *latencyReader) close() {
 	_ = lr.consumer.Close()
 }
 
-func (lr *latencyReader) counts() (probes, measured int, err error) {
+// progress is how many probes and measured units the reader has seen: records, or the
+// words counted.
+func (lr *latencyReader) progress() (probes, measured int, err error) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
+	if lr.counts != nil {
+		return int(lr.counts[probeWord]), int(lr.counted), errors.Join(lr.errs...)
+	}
 	return lr.probes, len(lr.lat), errors.Join(lr.errs...)
 }
 
@@ -247,14 +297,14 @@ func (lr *latencyReader) latencies() []float64 {
 
 func (lr *latencyReader) waitProbes(ctx context.Context, c *child, want int, timeout time.Duration) error {
 	return lr.waitFor(ctx, c, timeout, func() (bool, error) {
-		p, _, err := lr.counts()
+		p, _, err := lr.progress()
 		return p >= want, err
 	})
 }
 
 func (lr *latencyReader) waitMeasured(ctx context.Context, c *child, want int, timeout time.Duration) error {
 	return lr.waitFor(ctx, c, timeout, func() (bool, error) {
-		_, m, err := lr.counts()
+		_, m, err := lr.progress()
 		return m >= want, err
 	})
 }
@@ -273,7 +323,7 @@ func (lr *latencyReader) waitFor(ctx context.Context, c *child, timeout time.Dur
 			return fmt.Errorf("child %s exited during the latency run (log: %s)%s", c.name, c.logPath, logTail(c.logPath))
 		}
 		if time.Now().After(deadline) {
-			p, m, _ := lr.counts()
+			p, m, _ := lr.progress()
 			return fmt.Errorf("latency run: still waiting after %v (%d probes, %d records read; log: %s)", timeout, p, m, c.logPath)
 		}
 		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {

@@ -5,7 +5,7 @@
 // them as Markdown for BENCHMARKS.md and as JSON).
 //
 // Rows (select with -rows; groups: throughput, dsl, kstreams, kstreams-defaults,
-// kstreams-diag, restore, memory, cost, latency, postgres, postgres-diag, all; a row may
+// kstreams-diag, restore, memory, cost, latency, latency-wc, postgres, postgres-diag, all; a row may
 // be in two groups):
 //
 //	pipe-raw          plain sarama consumer group → idempotent async producer copy, no
@@ -109,6 +109,14 @@
 //	lat-*             end-to-end latency, produce timestamp → output visible to a
 //	                  read_committed consumer, p50/p99, at half the maximum rate of
 //	                  pass-eos-100ms (or -latency-rate)
+//	lat-wc-dsl-eos-100ms, lat-wc-cached-eos-100ms, lat-ks-wc-dsl-eos-100ms  (group
+//	                  latency-wc, issue 25 item 5) the word count's latency at
+//	                  -latency-rate lines/s (e.g. 2000), exactly-once, 100 ms commits,
+//	                  each engine with its record cache on: eddy's DSL, eddy's
+//	                  processor API with its store cached, Kafka Streams with its
+//	                  defaults; a line's production → its words' counts visible, each
+//	                  count stamped with the last line that changed it; p99 target ≤
+//	                  0.6× Kafka Streams'
 //
 // Every row runs in a child process (this command re-executed with -child) so that its
 // CPU time (rusage utime+stime) and peak RSS are its own. Peak RSS is the child's VmHWM
@@ -281,7 +289,7 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	var brokers, rows, profileRows string
 	fs.StringVar(&brokers, "brokers", "", "bootstrap `host:port[,host:port...]` of the Kafka cluster (required)")
-	fs.StringVar(&rows, "rows", "all", "comma-separated rows or groups to run: all, throughput, dsl, kstreams, kstreams-defaults, restore, memory, cost, latency, or row names (see the package doc)")
+	fs.StringVar(&rows, "rows", "all", "comma-separated rows or groups to run: all, throughput, dsl, kstreams, kstreams-defaults, restore, memory, cost, latency, latency-wc, or row names (see the package doc)")
 	fs.IntVar(&o.records, "records", 1_000_000, "input records of the pipe and passthrough rows")
 	fs.IntVar(&o.valueSize, "value-size", 100, "value size in bytes of input, changelog and latency records")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of input, output and changelog topics")

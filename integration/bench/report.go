@@ -41,7 +41,10 @@ type summary struct {
 	AltPaired       float64
 	Target          float64
 	RSSTarget       float64
-	Verdict         string // "met", "MISSED", or ""
+	P99Target       float64 // latency rows: maximum p99 over the ceiling's p99
+	P99Ratio        float64 // latency rows: p99 over the ceiling's, medians
+	P99Paired       float64 // the same taken per round
+	Verdict         string  // "met", "MISSED", or ""
 
 	// Diagnostics, medians.
 	Commits, CommitMeanMs, CommitP99Ms, CommitShare float64
@@ -93,7 +96,7 @@ func (e *env) summarize() []*summary {
 				runs = append(runs, res)
 			}
 		}
-		s := &summary{Row: r.name, Desc: r.desc, Unit: r.unit, Runs: len(runs), Ceiling: r.ceiling, AltCeiling: r.altCeiling, Twin: r.twin, Target: r.target, RSSTarget: r.rssTarget}
+		s := &summary{Row: r.name, Desc: r.desc, Unit: r.unit, Runs: len(runs), Ceiling: r.ceiling, AltCeiling: r.altCeiling, Twin: r.twin, Target: r.target, RSSTarget: r.rssTarget, P99Target: r.p99Target}
 		if t := findRow(r.twin); t != nil {
 			s.TwinDefaults = t.ksDefaults
 		}
@@ -169,6 +172,8 @@ func (e *env) summarize() []*summary {
 		case s.P50 > 0 && c.P50 > 0:
 			s.Ratio = s.P50 / c.P50
 			s.PairedRatio = e.pairedRatio(s.Row, s.Ceiling, func(r *runResult) float64 { return r.P50 })
+			s.P99Ratio = s.P99 / c.P99
+			s.P99Paired = e.pairedRatio(s.Row, s.Ceiling, func(r *runResult) float64 { return r.P99 })
 		case c.Rate > 0:
 			s.Ratio = s.Rate / c.Rate
 			s.PairedRatio = e.pairedRatio(s.Row, s.Ceiling, func(r *runResult) float64 { return r.Rate })
@@ -182,6 +187,9 @@ func (e *env) summarize() []*summary {
 		}
 		if s.Target > 0 && s.Ratio > 0 {
 			s.Verdict = verdict(s.Ratio >= s.Target)
+		}
+		if s.P99Target > 0 && s.P99Ratio > 0 {
+			s.Verdict = verdict(s.P99Ratio <= s.P99Target)
 		}
 		if s.RSSTarget > 0 {
 			if v := verdict(s.MaxRSSMB < s.RSSTarget); s.Verdict == "" || v != "met" {
@@ -288,6 +296,8 @@ func (s *summary) cells() []string {
 		target = fmt.Sprintf("≥ %.2f", s.Target)
 	case s.RSSTarget > 0:
 		target = fmt.Sprintf("RSS < %.0f MB", s.RSSTarget)
+	case s.P99Target > 0:
+		target = fmt.Sprintf("p99 ≤ %.2f×", s.P99Target)
 	}
 	if s.Verdict != "" {
 		target += " " + s.Verdict
@@ -295,6 +305,9 @@ func (s *summary) cells() []string {
 	var extra []string
 	if s.P50 > 0 {
 		extra = append(extra, fmt.Sprintf("p50 %.0f ms, p99 %.0f ms, max %.0f ms", s.P50, s.P99, s.Max))
+		if s.P99Ratio > 0 {
+			extra = append(extra, fmt.Sprintf("p99 %.2f× %s's (per round, median %.2f×)", s.P99Ratio, s.Ceiling, s.P99Paired))
+		}
 	}
 	if s.Resume > 0 {
 		extra = append(extra, fmt.Sprintf("every task processing %.2f s after start; %s records restored", s.Resume, thousands(s.Restored)))

@@ -22,6 +22,7 @@ type rowDef struct {
 	altCeiling  string  // a second ceiling shown beside the first (the target applies to the first)
 	target      float64 // minimum ratio to the ceiling; 0: none
 	rssTarget   float64 // peak RSS target in MB; 0: none
+	p99Target   float64 // latency rows: maximum p99 over the ceiling's p99; 0: none
 	twin        string  // the Kafka Streams row running the same topology on the same input (issue 13's targets)
 	vocab       int     // word-count rows: distinct words of the input's vocabulary (0: -vocab)
 	ksDefaults  bool    // a Kafka Streams word count run with its defaults: record cache on (statestore.cache.max.bytes unset)
@@ -119,6 +120,9 @@ func rowTable() []*rowDef {
 		{name: "lat-pipe-txn", group: "latency", unit: "records", latency: true, desc: "latency of pipe-txn (100 ms)", run: latencyRow("pipe-txn", false)},
 		{name: "lat-pass-eos-100ms", group: "latency", unit: "records", ceiling: "lat-pipe-txn", latency: true, desc: "latency of eddy passthrough, exactly-once, 100 ms", run: latencyRow("eddy", true)},
 		{name: "lat-pass-alos-100ms", group: "latency", unit: "records", latency: true, desc: "latency of eddy passthrough, at-least-once, 100 ms", run: latencyRow("eddy", false)},
+		{name: "lat-ks-wc-dsl-eos-100ms", group: "latency-wc", unit: "words", latency: true, ksDefaults: true, desc: "latency of Kafka Streams 4.1.1's word count with its defaults (as ks-wc-dsl-eos-100ms: record cache on, exactly_once_v2, commit 100 ms), -latency-rate lines/s: a line's production to its words' counts visible (read_committed)", run: latencyWordCountRow("wordcount")},
+		{name: "lat-wc-dsl-eos-100ms", group: "latency-wc", unit: "words", ceiling: "lat-ks-wc-dsl-eos-100ms", p99Target: 0.6, latency: true, desc: "latency of eddy's DSL word count with its defaults (record caching on), exactly-once, commit 100 ms, the same lines", run: latencyWordCountRow("wordcount-dsl")},
+		{name: "lat-wc-cached-eos-100ms", group: "latency-wc", unit: "words", ceiling: "lat-ks-wc-dsl-eos-100ms", p99Target: 0.6, latency: true, desc: "latency of eddy's processor-API word count with its store cached (the example's default), exactly-once, commit 100 ms, the same lines", run: latencyWordCountRow("wordcount-cached")},
 	}, kstreamsDefaultsRows()...)
 }
 
