@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -102,13 +101,87 @@ func (r rollingResult) String() string {
 	return s
 }
 
+// rollingRun is one run of the rolling scenario: its rig, every instance's spec (the
+// last one is the scale-up's) and the live process of each (nil while it is down;
+// r.all holds every process ever started).
+type rollingRun struct {
+	cfg      rollingConfig
+	r        *rig
+	specs    []spec
+	children []*proc
+}
+
+func (ro *rollingRun) start(i int) error {
+	p, err := ro.r.start(ro.specs[i])
+	if err != nil {
+		return err
+	}
+	ro.children[i] = p
+	return nil
+}
+
+func (ro *rollingRun) live() []*proc {
+	var out []*proc
+	for _, p := range ro.children {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// owners maps each running task to the instance that runs it; complete when every
+// task runs somewhere.
+func (ro *rollingRun) owners() (map[string]int, bool) {
+	m := map[string]int{}
+	for i, p := range ro.children {
+		if p == nil {
+			continue
+		}
+		for _, t := range p.status().Active {
+			m[t] = i
+		}
+	}
+	return m, len(m) == int(ro.cfg.partitions)
+}
+
+// generation is the highest generation a live instance reports.
+func (ro *rollingRun) generation() int32 {
+	var g int32
+	for _, p := range ro.live() {
+		g = max(g, p.status().Gen)
+	}
+	return g
+}
+
+// waitRunning waits until instance i runs tasks and every task runs somewhere.
+func (ro *rollingRun) waitRunning(i int, limit time.Duration) error {
+	began := time.Now()
+	for {
+		if time.Since(began) > limit {
+			m, _ := ro.owners()
+			return fmt.Errorf("instance %d did not run tasks within %v (owners %v)", i, limit, m)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if _, ok := ro.owners(); ok && len(ro.children[i].status().Active) > 0 {
+			return nil
+		}
+	}
+}
+
+// stopAll stops every live instance with SIGTERM.
+func (ro *rollingRun) stopAll() {
+	for _, p := range ro.live() {
+		p.term()
+	}
+}
+
 func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err error) {
 	if cfg.gap == 0 {
 		cfg.gap = settleGap
 	}
 	res = rollingResult{rollingConfig: cfg}
-	brokers, keys, partitions, instances, static := cfg.brokers, cfg.keys, cfg.partitions, cfg.instances, cfg.static
-	r, err := newRig(ctx, brokers, fmt.Sprintf("rolling-%v", static), keys, partitions, cfg.valueBytes)
+	r, err := newRig(ctx, cfg.brokers, fmt.Sprintf("rolling-%v", cfg.static), cfg.keys, cfg.partitions, cfg.valueBytes)
 	if err != nil {
 		return res, err
 	}
@@ -116,97 +189,44 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 		r.close()
 		res.races = r.races()
 	}()
-	// children holds the live process of each instance; r.all every one ever started.
-	specs := make([]spec, instances+1)
-	children := make([]*proc, instances+1)
-	start := func(i int) error {
-		p, err := r.start(specs[i])
-		if err != nil {
-			return err
-		}
-		children[i] = p
-		return nil
-	}
-	for i := range specs {
+	ro := &rollingRun{cfg: cfg, r: r, specs: make([]spec, cfg.instances+1), children: make([]*proc, cfg.instances+1)}
+	for i := range ro.specs {
 		dir, err := r.stateDir()
 		if err != nil {
 			return res, err
 		}
-		specs[i] = spec{Brokers: brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, SessionTimeout: cfg.sessionTimeout, Impl: cfg.impl}
-		if static {
-			specs[i].InstanceID = fmt.Sprintf("inst-%d", i)
+		ro.specs[i] = spec{Brokers: cfg.brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, SessionTimeout: cfg.sessionTimeout, Impl: cfg.impl}
+		if cfg.static {
+			ro.specs[i].InstanceID = fmt.Sprintf("inst-%d", i)
 		}
 	}
-	for i := range instances {
-		if err := start(i); err != nil {
+	for i := range cfg.instances {
+		if err := ro.start(i); err != nil {
 			return res, err
 		}
 	}
 	// The keys are loaded once the group has formed (waitFormed says why).
-	if err := waitFormed(children[:instances], partitions, 3*time.Minute); err != nil {
+	if err := waitFormed(ro.children[:cfg.instances], cfg.partitions, 3*time.Minute); err != nil {
 		return res, err
 	}
-	if err := r.produce(keys, false); err != nil {
+	if err := r.produce(cfg.keys, false); err != nil {
 		return res, err
-	}
-	live := func() []*proc {
-		var out []*proc
-		for _, p := range children {
-			if p != nil {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
-	// owners maps each running task to the instance that runs it; complete when every
-	// task runs somewhere.
-	owners := func() (map[string]int, bool) {
-		m := map[string]int{}
-		for i, p := range children {
-			if p == nil {
-				continue
-			}
-			for _, t := range p.status().Active {
-				m[t] = i
-			}
-		}
-		return m, len(m) == int(partitions)
-	}
-	generation := func() int32 {
-		var g int32
-		for _, p := range live() {
-			g = max(g, p.status().Gen)
-		}
-		return g
-	}
-	// waitRunning waits until instance i runs tasks and every task runs somewhere.
-	waitRunning := func(i int, limit time.Duration) error {
-		began := time.Now()
-		for {
-			if time.Since(began) > limit {
-				return fmt.Errorf("instance %d did not run tasks within %v (owners %v)", i, limit, func() map[string]int { m, _ := owners(); return m }())
-			}
-			time.Sleep(100 * time.Millisecond)
-			if _, ok := owners(); ok && len(children[i].status().Active) > 0 {
-				return nil
-			}
-		}
 	}
 	waitStart := time.Now()
 	err = r.settle(10*time.Minute, func() bool {
 		busy := 0
-		for _, p := range live() {
+		for _, p := range ro.live() {
 			if len(p.status().Active) > 0 {
 				busy++
 			}
 		}
-		_, ok := owners()
-		return ok && busy == instances && settled(live(), int(partitions), cfg.standbys)
+		_, ok := ro.owners()
+		return ok && busy == cfg.instances && settled(ro.live(), int(cfg.partitions), cfg.standbys)
 	})
 	if err != nil {
 		return res, err
 	}
-	log.Printf("static=%v: %d instances settled in %v", static, instances, time.Since(waitStart).Round(time.Millisecond))
+	log.Printf("static=%v: %d instances settled in %v", cfg.static, cfg.instances, time.Since(waitStart).Round(time.Millisecond))
 
 	r.startFlow()
 	// Baseline: the longest pause with nothing happening but the flow.
@@ -215,11 +235,27 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 	time.Sleep(cfg.gap)
 	res.baseline, _ = longestPause(r.all, baseFrom, time.Now(), nil)
 
+	if err := ro.restarts(ctx, &res); err != nil {
+		return res, err
+	}
+	if cfg.scaleUp {
+		if err := ro.scaleUp(&res); err != nil {
+			return res, err
+		}
+	}
+	ro.stopAll()
+	return res, nil
+}
+
+// restarts stops and starts each instance in turn (rollingConfig.down long) and
+// measures the rolling restart into res.
+func (ro *rollingRun) restarts(ctx context.Context, res *rollingResult) error {
+	cfg, r := ro.cfg, ro.r
 	from := time.Now()
-	gen0 := generation()
-	for i := range instances {
+	gen0 := ro.generation()
+	for i := range cfg.instances {
 		var own, others []string
-		m, _ := owners()
+		m, _ := ro.owners()
 		for t, j := range m {
 			if j == i {
 				own = append(own, t)
@@ -228,24 +264,24 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 			}
 		}
 		stopped := time.Now()
-		children[i].term()
-		children[i] = nil // its last status is not what runs now
+		ro.children[i].term()
+		ro.children[i] = nil // its last status is not what runs now
 		if cfg.down > 0 {
-			res.movedAfter = append(res.movedAfter, waitDown(stopped, cfg.down, own, owners))
-			log.Printf("static=%v: instance %d down for %v; its tasks %v ran elsewhere after %v, generation %d", static, i, cfg.down, own, res.movedAfter[len(res.movedAfter)-1], generation())
+			res.movedAfter = append(res.movedAfter, waitDown(stopped, cfg.down, own, ro.owners))
+			log.Printf("static=%v: instance %d down for %v; its tasks %v ran elsewhere after %v, generation %d", cfg.static, i, cfg.down, own, res.movedAfter[len(res.movedAfter)-1], ro.generation())
 		}
-		if err := start(i); err != nil {
-			return res, err
+		if err := ro.start(i); err != nil {
+			return err
 		}
-		if err := waitRunning(i, 3*time.Minute); err != nil {
-			return res, err
+		if err := ro.waitRunning(i, 3*time.Minute); err != nil {
+			return err
 		}
 		res.restarts = append(res.restarts, time.Since(stopped))
-		log.Printf("static=%v: instance %d back after %v, generation %d", static, i, time.Since(stopped).Round(time.Millisecond), generation())
+		log.Printf("static=%v: instance %d back after %v, generation %d", cfg.static, i, time.Since(stopped).Round(time.Millisecond), ro.generation())
 		time.Sleep(cfg.gap)
 		if cfg.down > 0 {
 			back := 0
-			for _, t := range children[i].status().Active {
+			for _, t := range ro.children[i].status().Active {
 				if slices.Contains(own, t) {
 					back++
 				}
@@ -258,128 +294,15 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 		res.pauseOthers = max(res.pauseOthers, p)
 	}
 	to := time.Now()
-	res.rebalances = generation() - gen0
+	res.rebalances = ro.generation() - gen0
 	res.pause, res.pauseTask = longestPause(r.all, from, to, nil)
 	res.restored = restoredIn(r.all, from, to)
 	ends, err := r.c.EndOffsets(ctx, r.app+"-"+storeName+"-changelog", sarama.ReadCommitted)
 	if err != nil {
-		return res, err
+		return err
 	}
 	for _, e := range ends {
 		res.changelog += e
 	}
-	if !cfg.scaleUp {
-		for _, p := range live() {
-			p.term()
-		}
-		return res, nil
-	}
-
-	// Scale-up: one more instance joins.
-	before, _ := owners()
-	gen1 := generation()
-	upFrom := time.Now()
-	if err := start(instances); err != nil {
-		return res, err
-	}
-	if err := waitRunning(instances, 3*time.Minute); err != nil {
-		return res, err
-	}
-	time.Sleep(cfg.gap)
-	upTo := time.Now()
-	after, _ := owners()
-	res.upRebalances = generation() - gen1
-	for t, i := range before {
-		if after[t] == i {
-			res.upStill = append(res.upStill, t)
-		} else {
-			res.upMoved = append(res.upMoved, t)
-		}
-	}
-	sort.Strings(res.upStill)
-	sort.Strings(res.upMoved)
-	res.upStillPause, _ = longestPause(r.all, upFrom, upTo, res.upStill)
-	res.upMovedPause, _ = longestPause(r.all, upFrom, upTo, res.upMoved)
-	res.upRestored = restoredIn(r.all, upFrom, upTo)
-	log.Printf("static=%v: scale-up: tasks not moved %v, moved %v", static, res.upStill, res.upMoved)
-	for _, p := range live() {
-		p.term()
-	}
-	return res, nil
-}
-
-// longestPause is the longest time between two consecutive records any of tasks (all
-// tasks if nil) processed, on any of procs, over the pauses that overlap [from, to];
-// a task that has processed nothing since its last record counts up to to.
-func longestPause(procs []*proc, from, to time.Time, tasks []string) (time.Duration, string) {
-	byTask := map[string][]time.Time{}
-	for _, p := range procs {
-		p.mu.Lock()
-		for t, ts := range p.ticks {
-			byTask[t] = append(byTask[t], ts...)
-		}
-		p.mu.Unlock()
-	}
-	if tasks == nil {
-		for t := range byTask {
-			tasks = append(tasks, t)
-		}
-		sort.Strings(tasks)
-	}
-	var worst time.Duration
-	var worstTask string
-	for _, t := range tasks {
-		ts := byTask[t]
-		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
-		prev := time.Time{}
-		for _, at := range append(ts, to) {
-			if at.After(to) {
-				at = to
-			}
-			if !prev.IsZero() && at.After(from) && prev.Before(to) && at.Sub(prev) > worst {
-				worst, worstTask = at.Sub(prev), t
-			}
-			prev = at
-		}
-	}
-	return worst, worstTask
-}
-
-// restoredIn is the changelog records the children reported restored in [from, to]
-// (the store "kv" of active tasks; standbys are not run here).
-func restoredIn(procs []*proc, from, to time.Time) int64 {
-	var n int64
-	for _, p := range procs {
-		p.mu.Lock()
-		for _, r := range p.restores {
-			if !r.at.Before(from) && !r.at.After(to) {
-				n += r.e.Records
-			}
-		}
-		p.mu.Unlock()
-	}
-	return n
-}
-
-// waitDown waits until down has passed since stopped and returns how long after
-// stopped every task of own ran on another instance (0 if not by then).
-func waitDown(stopped time.Time, down time.Duration, own []string, owners func() (map[string]int, bool)) time.Duration {
-	var elsewhere time.Duration
-	for time.Since(stopped) < down {
-		time.Sleep(100 * time.Millisecond)
-		if elsewhere > 0 {
-			continue
-		}
-		m, _ := owners()
-		n := 0
-		for _, t := range own {
-			if _, ok := m[t]; ok {
-				n++
-			}
-		}
-		if n == len(own) {
-			elsewhere = time.Since(stopped)
-		}
-	}
-	return elsewhere
+	return nil
 }
