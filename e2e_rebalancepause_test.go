@@ -38,7 +38,7 @@ func TestKeptTasksReportTheirPause(t *testing.T) {
 			lines = logA.grep("tasks running again after a rebalance")
 			return len(lines) > 0, nil
 		})
-		pausedRE, keptRE := regexp.MustCompile(` paused=(\S+)`), regexp.MustCompile(` kept=(\d+)`)
+		pausedRE, keptRE, genRE := regexp.MustCompile(` paused=(\S+)`), regexp.MustCompile(` kept=(\d+)`), regexp.MustCompile(` generation=(\d+)`)
 		for _, l := range lines {
 			pm, km := pausedRE.FindStringSubmatch(l), keptRE.FindStringSubmatch(l)
 			if pm == nil || km == nil {
@@ -47,6 +47,9 @@ func TestKeptTasksReportTheirPause(t *testing.T) {
 			paused, err := time.ParseDuration(pm[1])
 			if err != nil || paused <= 0 {
 				t.Errorf("paused %q: want a positive duration (%v): %q", pm[1], err, l)
+			}
+			if gm := genRE.FindStringSubmatch(l); gm == nil || gm[1] == "0" {
+				t.Errorf("report without the rebalance's generation (integration/failover groups the reports by it): %q", l)
 			}
 			if kept, _ := strconv.Atoi(km[1]); kept < 1 || kept > 8 {
 				t.Errorf("kept %d: want 1-8 (a ran all 8 tasks and keeps some): %q", kept, l)

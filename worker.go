@@ -176,13 +176,14 @@ const resumedMsg = "tasks running again after a rebalance"
 // rebalancing every task stops there, Cleanup commits, the member joins again) until
 // they run again in this one. It is the pause of a task that does not move (issue 24
 // item 4; BENCHMARKS.md "Availability"), and includes the restores of tasks new to the
-// worker, which it prepares first.
+// worker, which it prepares first. generation tells one rebalance's reports from the
+// next's (a scale-up with warm-ups is two: the join, then the probing rebalance).
 func (w *worker) resumed(kept int) {
 	if w.stoppedAt.IsZero() || kept == 0 {
 		w.stoppedAt = time.Time{}
 		return
 	}
-	w.logger.Info(resumedMsg, "paused", time.Since(w.stoppedAt), "kept", kept, "tasks", len(w.tasks))
+	w.logger.Info(resumedMsg, "paused", time.Since(w.stoppedAt), "kept", kept, "tasks", len(w.tasks), "generation", w.sess.GenerationID())
 	w.stoppedAt = time.Time{}
 }
 
