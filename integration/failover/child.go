@@ -42,6 +42,16 @@ type spec struct {
 	SessionTimeout time.Duration
 	// Impl is the application the child runs (kstreams.go): eddy or Kafka Streams.
 	Impl impl
+	tuning
+}
+
+// tuning is what -heartbeat, -probing and -warmups set, for eddy's children only (0:
+// eddy's defaults): the group heartbeat interval (sarama's
+// Consumer.Group.Heartbeat.Interval, 250 ms), Config.ProbingRebalanceInterval (10 min)
+// and Config.MaxWarmupReplicas (2; -1: no warm-ups).
+type tuning struct {
+	Heartbeat, Probing time.Duration
+	MaxWarmups         int
 }
 
 // event is one line a child prints on stdout.
@@ -56,6 +66,7 @@ type event struct {
 	StandbyN int      `json:"standby_running,omitempty"`
 	Lag      int64    `json:"standby_lag,omitempty"`
 	Gen      int32    `json:"generation,omitempty"`
+	Warmup   int      `json:"warmup,omitempty"` // warm-up replicas (eddy's children)
 }
 
 // proc is a child process and what it reported.
@@ -71,8 +82,12 @@ type proc struct {
 	restores []timedRestore
 	done     chan struct{}
 	// races counts the race detector's reports on its stderr (a child of a test
-	// binary built with -race).
-	races *raceCounter
+	// binary built with -race), pauses reads eddy's reports of its kept tasks' pause
+	// there (keptpause.go).
+	races  *raceCounter
+	pauses *pauseReader
+	// peakWarmup is the most warm-up replicas it reported at once.
+	peakWarmup int
 }
 
 // raceCounter counts the lines "WARNING: DATA RACE" written to it.
@@ -122,8 +137,8 @@ func startChild(s spec) (*proc, error) {
 	// A child outlives no parent: when this process ends, however (a failed test, a
 	// go test timeout, a SIGKILL), the kernel kills its children.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	races := &raceCounter{}
-	cmd.Stderr = io.MultiWriter(os.Stderr, races)
+	races, pauses := &raceCounter{}, &pauseReader{}
+	cmd.Stderr = io.MultiWriter(os.Stderr, races, pauses)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -131,7 +146,7 @@ func startChild(s spec) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, races: races, first: map[string]time.Time{}, restored: map[string]event{}, ticks: map[string][]time.Time{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, races: races, pauses: pauses, first: map[string]time.Time{}, restored: map[string]event{}, ticks: map[string][]time.Time{}, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(out)
@@ -144,6 +159,7 @@ func startChild(s spec) (*proc, error) {
 			switch e.Kind {
 			case "status":
 				p.last = e
+				p.peakWarmup = max(p.peakWarmup, e.Warmup)
 			case "first":
 				p.first[e.Task] = time.Unix(0, e.At)
 				p.ticks[e.Task] = append(p.ticks[e.Task], time.Unix(0, e.At))
@@ -229,12 +245,16 @@ func child(arg string) error {
 	}
 	app, err := eddy.New(topo, eddy.Config{
 		ApplicationID: s.App, Brokers: s.Brokers, StateDir: s.StateDir, NumStandbyReplicas: s.Standbys, InstanceID: s.InstanceID,
+		ProbingRebalanceInterval: s.Probing, MaxWarmupReplicas: s.MaxWarmups,
 		Sarama: func(c *sarama.Config) {
 			if s.SessionTimeout > 0 {
 				c.Consumer.Group.Session.Timeout = s.SessionTimeout
 			}
+			if s.Heartbeat > 0 {
+				c.Consumer.Group.Heartbeat.Interval = s.Heartbeat
+			}
 		},
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(keptPauseLogs{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})}),
 		OnRestore: func(task processor.TaskID, r changelog.Result) {
 			if r.Store == storeName {
 				emit(event{Kind: "restored", Task: task.String(), Records: r.Records, Millis: r.Duration.Milliseconds()})
@@ -257,6 +277,8 @@ func child(arg string) error {
 					if t.State == "running" {
 						e.Active = append(e.Active, t.Task)
 					}
+				case "warm-up":
+					e.Warmup++
 				case "standby":
 					e.Standby++
 					if t.State == "running" {

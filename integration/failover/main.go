@@ -43,6 +43,12 @@
 //	go run ./integration/failover -scenario rolling -keys 1000000 -static false,true
 //	go run ./integration/failover -scenario rolling -keys 1000000 -static true -standbys 1 -down 30s -scaleup=false
 //
+// -restarts=false runs the scale-up alone. For eddy's instances -heartbeat, -probing and
+// -warmups set the group heartbeat interval, Config.ProbingRebalanceInterval and
+// Config.MaxWarmupReplicas. Beside the ticks' pauses, the rolling scenario reports per
+// rebalance the pause of the tasks that did not move as eddy's workers log it
+// (keptpause.go): the longest and the median over those tasks.
+//
 // The instances are child processes (the same binary with -child; the test binary in
 // failover_test.go, whose TestAvailability is the short form CI runs), killed with the
 // command however it ends.
@@ -84,9 +90,17 @@ func main() {
 	scaleUp := flag.Bool("scaleup", true, "-scenario rolling: after the rolling restart, one more instance joins")
 	implNames := flag.String("impl", "eddy", "applications to run, comma-separated, in turn for each setting: eddy, kstreams (Kafka Streams 4.1.1, built with Maven; kstreams.go)")
 	ksSession := flag.Int("ks-session-timeout", 0, "-impl kstreams: the consumer's session.timeout.ms (0: Kafka Streams' default, 45 s; eddy's is 10 s)")
+	restarts := flag.Bool("restarts", true, "-scenario rolling: the rolling restart (false: the scale-up alone)")
+	var tu tuning
+	flag.DurationVar(&tu.Heartbeat, "heartbeat", 0, "eddy's instances: the group heartbeat interval (0: eddy's 250 ms)")
+	flag.DurationVar(&tu.Probing, "probing", 0, "eddy's instances: Config.ProbingRebalanceInterval (0: eddy's 10 min)")
+	flag.IntVar(&tu.MaxWarmups, "warmups", 0, "eddy's instances: Config.MaxWarmupReplicas (0: eddy's 2; -1: no warm-up replicas)")
 	flag.Parse()
 	if *scenario != "failover" && *scenario != "rolling" {
 		log.Fatalf("-scenario %q: want failover or rolling", *scenario)
+	}
+	if !*restarts && !*scaleUp {
+		log.Fatal("-restarts=false -scaleup=false leaves nothing to run: keep one of them")
 	}
 	if *instances < 2 {
 		log.Fatalf("-instances %d: want at least 2 (one is killed or restarted while the others run)", *instances)
@@ -121,7 +135,7 @@ func main() {
 	for _, n := range counts {
 		for _, im := range impls {
 			if *scenario == "failover" {
-				r, err := runFailover(ctx, failoverConfig{brokers: addrs, keys: *keys, partitions: int32(*partitions), valueBytes: *valueBytes, instances: *instances, standbys: n, impl: im})
+				r, err := runFailover(ctx, failoverConfig{brokers: addrs, keys: *keys, partitions: int32(*partitions), valueBytes: *valueBytes, instances: *instances, standbys: n, impl: im, tuning: tu})
 				if err != nil {
 					log.Fatalf("%v standbys=%d: %v", im, n, err)
 				}
@@ -138,7 +152,7 @@ func main() {
 				// wait for nothing.
 				up := *scaleUp && im.Classpath == ""
 				r, err := runRolling(ctx, rollingConfig{brokers: addrs, keys: *keys, partitions: int32(*partitions), valueBytes: *valueBytes,
-					instances: *instances, static: st, standbys: n, down: *down, scaleUp: up, impl: im})
+					instances: *instances, static: st, standbys: n, down: *down, scaleUp: up, impl: im, tuning: tu, noRestarts: !*restarts})
 				if err != nil {
 					log.Fatalf("%v static=%v standbys=%d: %v", im, st, n, err)
 				}
@@ -157,6 +171,7 @@ type failoverConfig struct {
 	instances  int // the first is killed
 	standbys   int // Config.NumStandbyReplicas
 	impl       impl
+	tuning     tuning
 }
 
 // movedTask is what the failover measures of one task of the killed instance.
@@ -226,7 +241,7 @@ func runFailover(ctx context.Context, cfg failoverConfig) (res result, err error
 		if err != nil {
 			return res, err
 		}
-		if children[i], err = r.start(spec{Brokers: cfg.brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, Impl: cfg.impl}); err != nil {
+		if children[i], err = r.start(spec{Brokers: cfg.brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, Impl: cfg.impl, tuning: cfg.tuning}); err != nil {
 			return res, err
 		}
 	}

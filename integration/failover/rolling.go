@@ -50,6 +50,9 @@ type rollingConfig struct {
 	// member restarted within it causes no rebalance.
 	sessionTimeout time.Duration
 	impl           impl // the application the instances run: eddy or Kafka Streams
+	tuning         tuning
+	// noRestarts leaves out the rolling restart: the scale-up alone (-restarts=false).
+	noRestarts bool
 }
 
 type rollingResult struct {
@@ -72,21 +75,33 @@ type rollingResult struct {
 	// ran again settleGap after it was back.
 	movedAfter []time.Duration
 	cameBack   []string
+	// keptRestarts is the kept tasks' pause per rebalance of the restarts, as eddy's
+	// workers report it (keptpause.go).
+	keptRestarts []rebalancePause
 	// The scale-up: generations, and the longest pause of a task that stayed where it
-	// was and of one that moved.
+	// was and of one that moved (from the ticks); the kept tasks' pause per rebalance
+	// from the workers' reports; the most warm-up replicas the new instance held at
+	// once; how long after its start it ran tasks.
 	upRebalances               int32
 	upStill, upMoved           []string
 	upStillPause, upMovedPause time.Duration
 	upRestored                 int64
+	upKept                     []rebalancePause
+	upWarmups                  int
+	upRunning                  time.Duration
 }
 
 func (r rollingResult) String() string {
-	var rs []string
-	for _, d := range r.restarts {
-		rs = append(rs, d.Round(10*time.Millisecond).String())
+	s := fmt.Sprintf("static=%v standbys=%d down=%v instances=%d partitions=%d keys=%d baseline_pause=%v",
+		r.static, r.standbys, r.down, r.instances, r.partitions, r.keys, r.baseline.Round(10*time.Millisecond))
+	if !r.noRestarts {
+		var rs []string
+		for _, d := range r.restarts {
+			rs = append(rs, d.Round(10*time.Millisecond).String())
+		}
+		s += fmt.Sprintf(" | rolling restart: rebalances=%d longest_pause=%v (task %s) of_restarted_instance=%v of_others=%v restored_records=%d of_changelog=%d back_after=%v kept_tasks_pause(per rebalance)=%s",
+			r.rebalances, r.pause.Round(10*time.Millisecond), r.pauseTask, r.pauseOwn.Round(10*time.Millisecond), r.pauseOthers.Round(10*time.Millisecond), r.restored, r.changelog, rs, pausesString(r.keptRestarts))
 	}
-	s := fmt.Sprintf("static=%v standbys=%d down=%v instances=%d partitions=%d keys=%d | rolling restart: rebalances=%d longest_pause=%v (task %s) of_restarted_instance=%v of_others=%v restored_records=%d of_changelog=%d back_after=%v baseline_pause=%v",
-		r.static, r.standbys, r.down, r.instances, r.partitions, r.keys, r.rebalances, r.pause.Round(10*time.Millisecond), r.pauseTask, r.pauseOwn.Round(10*time.Millisecond), r.pauseOthers.Round(10*time.Millisecond), r.restored, r.changelog, rs, r.baseline.Round(10*time.Millisecond))
 	if r.down > 0 {
 		var ma []string
 		for _, d := range r.movedAfter {
@@ -95,8 +110,8 @@ func (r rollingResult) String() string {
 		s += fmt.Sprintf(" tasks_elsewhere_after=%v own_tasks_back=%v", ma, r.cameBack)
 	}
 	if r.scaleUp {
-		s += fmt.Sprintf(" | scale-up %d->%d: rebalances=%d not_moved=%d longest_pause_not_moved=%v moved=%d longest_pause_moved=%v restored_records=%d",
-			r.instances, r.instances+1, r.upRebalances, len(r.upStill), r.upStillPause.Round(10*time.Millisecond), len(r.upMoved), r.upMovedPause.Round(10*time.Millisecond), r.upRestored)
+		s += fmt.Sprintf(" | scale-up %d->%d: rebalances=%d not_moved=%d longest_pause_not_moved=%v moved=%d longest_pause_moved=%v restored_records=%d new_instance_warmups=%d runs_tasks_after=%v kept_tasks_pause(per rebalance)=%s",
+			r.instances, r.instances+1, r.upRebalances, len(r.upStill), r.upStillPause.Round(10*time.Millisecond), len(r.upMoved), r.upMovedPause.Round(10*time.Millisecond), r.upRestored, r.upWarmups, r.upRunning.Round(10*time.Millisecond), pausesString(r.upKept))
 	}
 	return s
 }
@@ -195,7 +210,7 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 		if err != nil {
 			return res, err
 		}
-		ro.specs[i] = spec{Brokers: cfg.brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, SessionTimeout: cfg.sessionTimeout, Impl: cfg.impl}
+		ro.specs[i] = spec{Brokers: cfg.brokers, App: r.app, Input: r.input, StateDir: dir, Standbys: cfg.standbys, SessionTimeout: cfg.sessionTimeout, Impl: cfg.impl, tuning: cfg.tuning}
 		if cfg.static {
 			ro.specs[i].InstanceID = fmt.Sprintf("inst-%d", i)
 		}
@@ -235,8 +250,10 @@ func runRolling(ctx context.Context, cfg rollingConfig) (res rollingResult, err 
 	time.Sleep(cfg.gap)
 	res.baseline, _ = longestPause(r.all, baseFrom, time.Now(), nil)
 
-	if err := ro.restarts(ctx, &res); err != nil {
-		return res, err
+	if !cfg.noRestarts {
+		if err := ro.restarts(ctx, &res); err != nil {
+			return res, err
+		}
 	}
 	if cfg.scaleUp {
 		if err := ro.scaleUp(&res); err != nil {
@@ -297,6 +314,7 @@ func (ro *rollingRun) restarts(ctx context.Context, res *rollingResult) error {
 	res.rebalances = ro.generation() - gen0
 	res.pause, res.pauseTask = longestPause(r.all, from, to, nil)
 	res.restored = restoredIn(r.all, from, to)
+	res.keptRestarts = ro.keptPauses(from, to)
 	ends, err := r.c.EndOffsets(ctx, r.app+"-"+storeName+"-changelog", sarama.ReadCommitted)
 	if err != nil {
 		return err
