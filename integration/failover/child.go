@@ -66,7 +66,9 @@ type event struct {
 	StandbyN int      `json:"standby_running,omitempty"`
 	Lag      int64    `json:"standby_lag,omitempty"`
 	Gen      int32    `json:"generation,omitempty"`
-	Warmup   int      `json:"warmup,omitempty"` // warm-up replicas (eddy's children)
+	// Warm-up replicas (eddy's children) and the changelog records they applied.
+	Warmup    int   `json:"warmup,omitempty"`
+	WarmupRec int64 `json:"warmup_records,omitempty"`
 }
 
 // proc is a child process and what it reported.
@@ -86,8 +88,10 @@ type proc struct {
 	// there (keptpause.go).
 	races  *raceCounter
 	pauses *pauseReader
-	// peakWarmup is the most warm-up replicas it reported at once.
-	peakWarmup int
+	// peakWarmup is the most warm-up replicas it reported at once, and
+	// peakWarmupRec the most records they had applied.
+	peakWarmup    int
+	peakWarmupRec int64
 }
 
 // raceCounter counts the lines "WARNING: DATA RACE" written to it.
@@ -160,6 +164,7 @@ func startChild(s spec) (*proc, error) {
 			case "status":
 				p.last = e
 				p.peakWarmup = max(p.peakWarmup, e.Warmup)
+				p.peakWarmupRec = max(p.peakWarmupRec, e.WarmupRec)
 			case "first":
 				p.first[e.Task] = time.Unix(0, e.At)
 				p.ticks[e.Task] = append(p.ticks[e.Task], time.Unix(0, e.At))
@@ -279,6 +284,7 @@ func child(arg string) error {
 					}
 				case "warm-up":
 					e.Warmup++
+					e.WarmupRec += t.StandbyRecords
 				case "standby":
 					e.Standby++
 					if t.State == "running" {

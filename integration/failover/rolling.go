@@ -81,13 +81,15 @@ type rollingResult struct {
 	// The scale-up: generations, and the longest pause of a task that stayed where it
 	// was and of one that moved (from the ticks); the kept tasks' pause per rebalance
 	// from the workers' reports; the most warm-up replicas the new instance held at
-	// once; how long after its start it ran tasks.
+	// once and the changelog records they applied (a warm-up's restore: what the
+	// moved tasks need not restore); how long after its start it ran tasks.
 	upRebalances               int32
 	upStill, upMoved           []string
 	upStillPause, upMovedPause time.Duration
 	upRestored                 int64
 	upKept                     []rebalancePause
 	upWarmups                  int
+	upWarmupRecords            int64
 	upRunning                  time.Duration
 }
 
@@ -110,8 +112,8 @@ func (r rollingResult) String() string {
 		s += fmt.Sprintf(" tasks_elsewhere_after=%v own_tasks_back=%v", ma, r.cameBack)
 	}
 	if r.scaleUp {
-		s += fmt.Sprintf(" | scale-up %d->%d: rebalances=%d not_moved=%d longest_pause_not_moved=%v moved=%d longest_pause_moved=%v restored_records=%d new_instance_warmups=%d runs_tasks_after=%v kept_tasks_pause(per rebalance)=%s",
-			r.instances, r.instances+1, r.upRebalances, len(r.upStill), r.upStillPause.Round(10*time.Millisecond), len(r.upMoved), r.upMovedPause.Round(10*time.Millisecond), r.upRestored, r.upWarmups, r.upRunning.Round(10*time.Millisecond), pausesString(r.upKept))
+		s += fmt.Sprintf(" | scale-up %d->%d: rebalances=%d not_moved=%d longest_pause_not_moved=%v moved=%d longest_pause_moved=%v restored_records=%d new_instance_warmups=%d warmups_applied_records=%d runs_tasks_after=%v kept_tasks_pause(per rebalance)=%s",
+			r.instances, r.instances+1, r.upRebalances, len(r.upStill), r.upStillPause.Round(10*time.Millisecond), len(r.upMoved), r.upMovedPause.Round(10*time.Millisecond), r.upRestored, r.upWarmups, r.upWarmupRecords, r.upRunning.Round(10*time.Millisecond), pausesString(r.upKept))
 	}
 	return s
 }

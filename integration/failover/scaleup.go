@@ -45,7 +45,7 @@ func (ro *rollingRun) scaleUp(res *rollingResult) error {
 	res.upKept = ro.keptPauses(upFrom, upTo)
 	p := ro.children[cfg.instances]
 	p.mu.Lock()
-	res.upWarmups = p.peakWarmup
+	res.upWarmups, res.upWarmupRecords = p.peakWarmup, p.peakWarmupRec
 	p.mu.Unlock()
 	if len(res.upKept) == 0 && len(res.upStill) > 0 && cfg.impl.Classpath == "" {
 		log.Printf("static=%v: scale-up: %d tasks did not move but no worker reported their pause (%q on the children's stderr)", cfg.static, len(res.upStill), resumedMsg)
