@@ -75,6 +75,9 @@ type rollingResult struct {
 	// ran again settleGap after it was back.
 	movedAfter []time.Duration
 	cameBack   []string
+	// Per restart, the records restored from its SIGTERM until its start again, and
+	// from then until the next (settleGap after it was back).
+	restoredDown, restoredBack []int64
 	// keptRestarts is the kept tasks' pause per rebalance of the restarts, as eddy's
 	// workers report it (keptpause.go).
 	keptRestarts []rebalancePause
@@ -109,7 +112,7 @@ func (r rollingResult) String() string {
 		for _, d := range r.movedAfter {
 			ma = append(ma, d.Round(10*time.Millisecond).String())
 		}
-		s += fmt.Sprintf(" tasks_elsewhere_after=%v own_tasks_back=%v", ma, r.cameBack)
+		s += fmt.Sprintf(" tasks_elsewhere_after=%v own_tasks_back=%v restored_while_down=%v restored_after_back=%v", ma, r.cameBack, r.restoredDown, r.restoredBack)
 	}
 	if r.scaleUp {
 		s += fmt.Sprintf(" | scale-up %d->%d: rebalances=%d not_moved=%d longest_pause_not_moved=%v moved=%d longest_pause_moved=%v restored_records=%d new_instance_warmups=%d warmups_applied_records=%d runs_tasks_after=%v kept_tasks_pause(per rebalance)=%s",
@@ -289,6 +292,7 @@ func (ro *rollingRun) restarts(ctx context.Context, res *rollingResult) error {
 			res.movedAfter = append(res.movedAfter, waitDown(stopped, cfg.down, own, ro.owners))
 			log.Printf("static=%v: instance %d down for %v; its tasks %v ran elsewhere after %v, generation %d", cfg.static, i, cfg.down, own, res.movedAfter[len(res.movedAfter)-1], ro.generation())
 		}
+		started := time.Now()
 		if err := ro.start(i); err != nil {
 			return err
 		}
@@ -306,6 +310,8 @@ func (ro *rollingRun) restarts(ctx context.Context, res *rollingResult) error {
 				}
 			}
 			res.cameBack = append(res.cameBack, fmt.Sprintf("%d/%d", back, len(own)))
+			res.restoredDown = append(res.restoredDown, restoredIn(r.all, stopped, started))
+			res.restoredBack = append(res.restoredBack, restoredIn(r.all, started, time.Now()))
 		}
 		p, _ := longestPause(r.all, stopped, time.Now(), own)
 		res.pauseOwn = max(res.pauseOwn, p)
