@@ -3,7 +3,9 @@
 package main
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -58,6 +60,30 @@ func restoredIn(procs []*proc, from, to time.Time) int64 {
 		p.mu.Unlock()
 	}
 	return n
+}
+
+// restoredByTask formats restoredIn's records per task ("0_3:6543 0_5:812"; "-" for
+// none), for where a restart's restores went.
+func restoredByTask(procs []*proc, from, to time.Time) string {
+	per := map[string]int64{}
+	for _, p := range procs {
+		p.mu.Lock()
+		for _, r := range p.restores {
+			if !r.at.Before(from) && !r.at.After(to) && r.e.Records > 0 {
+				per[r.e.Task] += r.e.Records
+			}
+		}
+		p.mu.Unlock()
+	}
+	if len(per) == 0 {
+		return "-"
+	}
+	var out []string
+	for t, n := range per {
+		out = append(out, fmt.Sprintf("%s:%d", t, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 // waitDown waits until down has passed since stopped and returns how long after

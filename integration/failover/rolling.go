@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -78,6 +79,8 @@ type rollingResult struct {
 	// Per restart, the records restored from its SIGTERM until its start again, and
 	// from then until the next (settleGap after it was back).
 	restoredDown, restoredBack []int64
+	// The same per task (restoredByTask), each restart in brackets.
+	restoredDownTasks, restoredBackTasks []string
 	// keptRestarts is the kept tasks' pause per rebalance of the restarts, as eddy's
 	// workers report it (keptpause.go).
 	keptRestarts []rebalancePause
@@ -112,7 +115,7 @@ func (r rollingResult) String() string {
 		for _, d := range r.movedAfter {
 			ma = append(ma, d.Round(10*time.Millisecond).String())
 		}
-		s += fmt.Sprintf(" tasks_elsewhere_after=%v own_tasks_back=%v restored_while_down=%v restored_after_back=%v", ma, r.cameBack, r.restoredDown, r.restoredBack)
+		s += fmt.Sprintf(" tasks_elsewhere_after=%v own_tasks_back=%v restored_while_down=%v [%s] restored_after_back=%v [%s]", ma, r.cameBack, r.restoredDown, strings.Join(r.restoredDownTasks, "] ["), r.restoredBack, strings.Join(r.restoredBackTasks, "] ["))
 	}
 	if r.scaleUp {
 		s += fmt.Sprintf(" | scale-up %d->%d: rebalances=%d not_moved=%d longest_pause_not_moved=%v moved=%d longest_pause_moved=%v restored_records=%d new_instance_warmups=%d warmups_applied_records=%d runs_tasks_after=%v kept_tasks_pause(per rebalance)=%s",
@@ -312,6 +315,8 @@ func (ro *rollingRun) restarts(ctx context.Context, res *rollingResult) error {
 			res.cameBack = append(res.cameBack, fmt.Sprintf("%d/%d", back, len(own)))
 			res.restoredDown = append(res.restoredDown, restoredIn(r.all, stopped, started))
 			res.restoredBack = append(res.restoredBack, restoredIn(r.all, started, time.Now()))
+			res.restoredDownTasks = append(res.restoredDownTasks, restoredByTask(r.all, stopped, started))
+			res.restoredBackTasks = append(res.restoredBackTasks, restoredByTask(r.all, started, time.Now()))
 		}
 		p, _ := longestPause(r.all, stopped, time.Now(), own)
 		res.pauseOwn = max(res.pauseOwn, p)
