@@ -99,6 +99,9 @@ func main() {
 	if *scenario != "failover" && *scenario != "rolling" {
 		log.Fatalf("-scenario %q: want failover or rolling", *scenario)
 	}
+	if tu != (tuning{}) && strings.Contains(*implNames, "kstreams") {
+		log.Fatal("-heartbeat, -probing and -warmups set eddy's instances only, and -impl runs Kafka Streams: leave them out or run -impl eddy")
+	}
 	if !*restarts && !*scaleUp {
 		log.Fatal("-restarts=false -scaleup=false leaves nothing to run: keep one of them")
 	}
