@@ -83,6 +83,7 @@ func scrape(t *testing.T, base string) map[string]float64 {
 				out[key] = m.GetGauge().GetValue()
 			case m.GetHistogram() != nil:
 				out[name+"_count{"+strings.Join(labels, ",")+"}"] = float64(m.GetHistogram().GetSampleCount())
+				out[name+"_sum{"+strings.Join(labels, ",")+"}"] = m.GetHistogram().GetSampleSum()
 			}
 		}
 	}
@@ -143,6 +144,18 @@ func TestMetricsHealthAndTopologyEndpoints(t *testing.T) {
 			if got := sum(first, ch.name, ch.labels...); got < ch.min {
 				t.Errorf("%s%v = %v, want at least %v", ch.name, ch.labels, got, ch.min)
 			}
+		}
+		// Every worker commit times each of its phases once (issue 25 item 3); a scrape
+		// may fall between two phases' observations of one commit.
+		commitsTimed := sum(first, "eddy_commit_phase_seconds_count", "phase=prepare")
+		for _, phase := range []string{"prepare", "flush", "commit", "stores"} {
+			n := sum(first, "eddy_commit_phase_seconds_count", "phase="+phase)
+			if n < 1 || n < commitsTimed-1 || n > commitsTimed {
+				t.Errorf("eddy_commit_phase_seconds_count{phase=%q} = %v, want at least 1 and as many as for prepare (%v, or one fewer)", phase, n, commitsTimed)
+			}
+		}
+		if got := sum(first, "eddy_commit_phase_seconds_sum", "phase=commit"); got <= 0 {
+			t.Errorf("eddy_commit_phase_seconds_sum{phase=commit} = %v, want > 0", got)
 		}
 		if got := sum(first, "eddy_state", "state=failed"); got != 0 {
 			t.Errorf("eddy_state{state=failed} = %v", got)

@@ -98,6 +98,15 @@ func (x *transaction) commitOffsets(ctx context.Context, offsets map[string]map[
 	return nil
 }
 
+// flush waits until every record sent in the open transaction is acknowledged (the
+// commit's first step, which the worker times apart).
+func (x *transaction) flush(ctx context.Context) error {
+	if x.producer == nil {
+		return nil
+	}
+	return x.producer.Flush(ctx)
+}
+
 // checkpoint returns the offset after the last record the committed transaction wrote
 // to a partition, and whether it wrote there.
 func (x *transaction) checkpoint(topic string, partition int32) (int64, bool) {

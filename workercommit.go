@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/backoff"
+	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/sinktxn"
 )
 
@@ -75,6 +76,7 @@ func (w *worker) finishSinksOnce(ctx context.Context) error {
 // only now do the stores write their buffers with the new changelog checkpoints, so a
 // store is never ahead of its changelog.
 func (w *worker) commit(ctx context.Context) error {
+	start := time.Now()
 	// The sink transactions of the last commit first: a Kafka transaction must not
 	// commit while an earlier one's sink transactions are unfinished (the session that
 	// failed to finish them ended; this is the commit at the end of the next one, or
@@ -129,9 +131,21 @@ func (w *worker) commit(ctx context.Context) error {
 			return err
 		}
 	}
+	// The records in flight first, timed apart from the transaction's own requests
+	// (the commit flushes too, and then finds none).
+	var ph metrics.CommitPhases
+	prepared := time.Now()
+	ph.Prepare = prepared.Sub(start)
+	if err := w.txn.flush(ctx); err != nil {
+		return err
+	}
+	flushed := time.Now()
+	ph.Flush = flushed.Sub(prepared)
 	if err := w.txn.commit(ctx, offsets); err != nil {
 		return err
 	}
+	committed := time.Now()
+	ph.Commit = committed.Sub(flushed)
 	if fenced != nil {
 		fenced()
 	}
@@ -143,11 +157,14 @@ func (w *worker) commit(ctx context.Context) error {
 	}
 	w.txn.nonce = 0
 	w.lastCommit = time.Now()
+	ph.Stores = w.lastCommit.Sub(committed)
+	w.cfg.metrics.CommitPhases(ph)
 	for _, t := range parts {
-		t.metrics.Committed(time.Since(began))
+		t.metrics.Committed(w.lastCommit.Sub(began))
 		t.purge()
 	}
-	w.logger.Debug("committed", "tasks", len(parts), "offsets", offsets, "took", time.Since(began))
+	w.logger.Debug("committed", "tasks", len(parts), "offsets", offsets, "took", w.lastCommit.Sub(began),
+		"prepare", ph.Prepare, "flush", ph.Flush, "commit", ph.Commit, "stores", ph.Stores)
 	return nil
 }
 
