@@ -78,6 +78,11 @@ type childResult struct {
 	EndTxnRetries    int64   `json:",omitempty"`
 	OffsetTxnRetries int64   `json:",omitempty"`
 	OtherSaramaLogs  int64   `json:",omitempty"`
+	// Commit phases (commitphases.go): mean and p99 per phase, and the AddPartitionsToTxn
+	// retries' backoff summed.
+	PhaseMeanMs      map[string]float64 `json:",omitempty"`
+	PhaseP99Ms       map[string]float64 `json:",omitempty"`
+	AddPartBackoffMs float64            `json:",omitempty"`
 
 	// sarama's metrics (all clients of the child).
 	RecordsPerProduce  float64          `json:",omitempty"` // records per produce request (mean of a sample)
@@ -129,6 +134,7 @@ func childMain(ctx context.Context, kind, specJSON string) int {
 	res := &childResult{}
 	stats := newSaramaStats(log.New(os.Stderr, "sarama: ", log.LstdFlags|log.Lmicroseconds))
 	sarama.Logger = stats // sarama has one package-level logger; this process is ours
+	sarama.DebugLogger = debugLogger{stats.phases}
 	reg := metrics.NewRegistry()
 	// sarama unregisters a broker connection's metrics when it closes, so take them when
 	// the parent asks the child to stop, before the clients close (or at the end).
@@ -272,9 +278,12 @@ func peakHeapProfiles(path string) (stop func()) {
 type saramaStats struct {
 	addPart, endTxn, offsets, other atomic.Int64
 	out                             *log.Logger
+	phases                          *phaseClock
 }
 
-func newSaramaStats(out *log.Logger) *saramaStats { return &saramaStats{out: out} }
+func newSaramaStats(out *log.Logger) *saramaStats {
+	return &saramaStats{out: out, phases: newPhaseClock()}
+}
 
 func (s *saramaStats) count(format string) {
 	switch {
@@ -296,6 +305,7 @@ func (s *saramaStats) Print(v ...any) {
 
 func (s *saramaStats) Printf(format string, v ...any) {
 	s.count(format)
+	s.phases.retried(format, v)
 	s.out.Printf(format, v...)
 }
 
@@ -307,6 +317,7 @@ func (s *saramaStats) Println(v ...any) {
 func (s *saramaStats) fill(r *childResult) {
 	r.AddPartRetries, r.EndTxnRetries = s.addPart.Load(), s.endTxn.Load()
 	r.OffsetTxnRetries, r.OtherSaramaLogs = s.offsets.Load(), s.other.Load()
+	s.phases.fill(r)
 }
 
 // apiNames lists the request kinds (API key, name) whose counts a child reports.

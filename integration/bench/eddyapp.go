@@ -394,12 +394,17 @@ func runChangelogKread(ctx context.Context, spec *childSpec, reg metrics.Registr
 // logStats collects what eddy's log says about commits.
 type logStats struct {
 	commits    durationStats
+	phases     *phaseClock // nil until the first commit
+	phasesOnce sync.Once
 	aborts     atomic.Int64
 	taskStarts atomic.Int64
 }
 
 func (l *logStats) fill(r *childResult) {
 	l.commits.fill(r)
+	if l.phases != nil {
+		l.phases.fill(r)
+	}
 	r.Aborts = int(l.aborts.Load())
 	r.TaskStarts = int(l.taskStarts.Load())
 }
@@ -417,10 +422,13 @@ func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level < slog.LevelInfo {
 		switch r.Message {
 		case "committed":
+			h.s.phasesOnce.Do(func() { h.s.phases = newPhaseClock() })
 			r.Attrs(func(a slog.Attr) bool {
-				if a.Key == "took" {
+				switch {
+				case a.Key == "took":
 					h.s.commits.add(a.Value.Duration())
-					return false
+				case slices.Contains(eddyPhases, a.Key):
+					h.s.phases.add(a.Key, a.Value.Duration())
 				}
 				return true
 			})

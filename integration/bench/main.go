@@ -130,6 +130,13 @@
 // then -runs times; rounds are interleaved (round 1 of every row, then round 2, ...), so
 // the ratios compare rows measured side by side, and the tables report medians.
 //
+// Rows with transactions get a commit-phases table (commitphases.go): eddy's steps of a
+// worker's commit from its debug log (prepare, flush, commit, stores; as
+// eddy_commit_phase_seconds), and the requests inside the transaction's commit
+// (AddOffsetsToTxn, TxnOffsetCommit, EndTxn) and the wait from EndTxn to the next
+// transaction's AddPartitionsToTxn, timed from sarama's debug log per transactional ID,
+// with the AddPartitionsToTxn retries and their backoff per commit.
+//
 // Usage:
 //
 //	integration/kafka.sh start            # or any broker you own

@@ -49,6 +49,8 @@ type summary struct {
 	// Diagnostics, medians.
 	Commits, CommitMeanMs, CommitP99Ms, CommitShare float64
 	AddPartRetriesPerCommit                         float64
+	AddPartBackoffPerCommit                         float64            // ms
+	PhaseMeanMs, PhaseP99Ms                         map[string]float64 // commitphases.go
 	RecordsPerProduce, ConsumerBatch                float64
 	AllocsPerUnit, AllocBytesPerUnit                float64
 	GCs                                             float64
@@ -142,6 +144,22 @@ func (e *env) summarize() []*summary {
 			}
 			return float64(x.Child.AddPartRetries) / float64(commits(x))
 		})
+		s.AddPartBackoffPerCommit = m(func(x *runResult) float64 {
+			if commits(x) == 0 {
+				return 0
+			}
+			return x.Child.AddPartBackoffMs / float64(commits(x))
+		})
+		for _, p := range append(slices.Clone(eddyPhases), saramaPhases...) {
+			if _, ok := runs[0].Child.PhaseMeanMs[p]; !ok {
+				continue
+			}
+			if s.PhaseMeanMs == nil {
+				s.PhaseMeanMs, s.PhaseP99Ms = map[string]float64{}, map[string]float64{}
+			}
+			s.PhaseMeanMs[p] = m(func(x *runResult) float64 { return x.Child.PhaseMeanMs[p] })
+			s.PhaseP99Ms[p] = m(func(x *runResult) float64 { return x.Child.PhaseP99Ms[p] })
+		}
 		s.RecordsPerProduce = m(func(x *runResult) float64 { return x.Child.RecordsPerProduce })
 		s.ConsumerBatch = m(func(x *runResult) float64 { return x.Child.ConsumerBatch })
 		s.AllocsPerUnit = m(func(x *runResult) float64 { return perUnit(float64(x.Child.Mallocs), x.Units) })
@@ -617,6 +635,13 @@ func markdown(e *env, sums []*summary) string {
 		for _, c := range twins {
 			c[0], c[1] = "`"+c[0]+"`", "`"+c[1]+"`"
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
+		}
+	}
+	if header, rows := phaseCells(sums); len(rows) > 0 {
+		b.WriteString("\nCommit phases (medians over the runs of each run's mean and p99, ms; commitphases.go): eddy's steps of a worker's commit, and the transaction's requests timed from sarama's debug log, per commit of each producer:\n\n")
+		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
+		for _, r := range rows {
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(r, " | "))
 		}
 	}
 	b.WriteString("\nDiagnostics (medians; from the child's sarama metrics, eddy's debug log and the Go runtime):\n\n")
