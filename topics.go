@@ -340,10 +340,28 @@ func (rt *runtime) ensureInternal(ctx context.Context, specs []topicspec.Spec) e
 		return nil
 	}
 	rt.logger.Info("created internal topics", "topics", created)
-	// Wait until the metadata knows them, and check the partition counts of those that
-	// another instance created at the same time.
-	for attempt := 0; ; attempt++ {
-		have, err := rt.describe(ctx, created)
+	if err := waitVisible(ctx, rt.describe, created, specs, internalTopicsVisibleTimeout, 250*time.Millisecond); err != nil {
+		return err
+	}
+	return refreshCreated(ctx, rt.client, created)
+}
+
+// internalTopicsVisibleTimeout bounds the wait for created internal topics to show in
+// the metadata. It grows with the partitions created: a word count of 1,000 input
+// partitions creates 4 internal topics of 1,000 partitions each, and a single broker
+// on a shared 2-core machine showed them only after more than the 10 s that 40
+// attempts 250 ms apart allowed (integration/bench -rows scale-p1000, BENCHMARKS.md
+// "Scale").
+const internalTopicsVisibleTimeout = 2 * time.Minute
+
+// waitVisible waits until describe finds every created topic, asking every interval,
+// for at most timeout, and checks the partition counts of those that another instance
+// created at the same time.
+func waitVisible(ctx context.Context, describe func(context.Context, []string) (map[string]int32, error),
+	created []string, specs []topicspec.Spec, timeout, interval time.Duration) error {
+	began := time.Now()
+	for {
+		have, err := describe(ctx, created)
 		if err != nil {
 			return err
 		}
@@ -353,15 +371,15 @@ func (rt *runtime) ensureInternal(ctx context.Context, specs []topicspec.Spec) e
 					return fmt.Errorf("%w: internal topic %q has %d partitions, want %d", ErrPartitionMismatch, s.Name, n, s.Partitions)
 				}
 			}
-			return refreshCreated(ctx, rt.client, created)
+			return nil
 		}
-		if attempt > 40 {
-			return fmt.Errorf("eddy: internal topics %v still not visible after creation", created)
+		if time.Since(began) > timeout {
+			return fmt.Errorf("eddy: internal topics %v still not visible %v after their creation (%d of %d visible): is the cluster overloaded?", created, timeout, len(have), len(created))
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -199,4 +200,40 @@ type failingClient struct {
 func (c *failingClient) RefreshMetadata(...string) error {
 	c.calls++
 	return c.err
+}
+
+// Created internal topics may take long to show in the metadata when they have many
+// partitions (4 topics of 1,000 partitions took more than the 10 s that the former 40
+// attempts allowed, on one broker: BENCHMARKS.md "Scale"). The wait is bounded by time,
+// not by a count of attempts; it checks the partition counts, and ends with the context.
+func TestWaitVisibleWaitsForTheTimeNotAnAttemptCount(t *testing.T) {
+	specs := []topicspec.Spec{{Name: "a", Partitions: 1000}, {Name: "b", Partitions: 1000}}
+	created := []string{"a", "b"}
+	calls := 0
+	slow := func(_ context.Context, names []string) (map[string]int32, error) {
+		calls++
+		if calls <= 60 { // more than 40 attempts
+			return map[string]int32{"a": 1000}, nil
+		}
+		return map[string]int32{"a": 1000, "b": 1000}, nil
+	}
+	if err := waitVisible(context.Background(), slow, created, specs, time.Minute, time.Microsecond); err != nil || calls != 61 {
+		t.Fatalf("waitVisible: %v after %d calls, want the topics after 61", err, calls)
+	}
+	never := func(context.Context, []string) (map[string]int32, error) { return map[string]int32{"a": 1000}, nil }
+	err := waitVisible(context.Background(), never, created, specs, 20*time.Millisecond, time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 visible") {
+		t.Errorf("never visible: %v, want an error naming what is missing", err)
+	}
+	wrong := func(context.Context, []string) (map[string]int32, error) {
+		return map[string]int32{"a": 1000, "b": 8}, nil
+	}
+	if err := waitVisible(context.Background(), wrong, created, specs, time.Minute, time.Millisecond); !errors.Is(err, ErrPartitionMismatch) {
+		t.Errorf("another instance's topic of 8 partitions: %v, want ErrPartitionMismatch", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := waitVisible(ctx, never, created, specs, time.Minute, time.Millisecond); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended context: %v", err)
+	}
 }
