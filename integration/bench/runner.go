@@ -319,9 +319,16 @@ func allDone(dones ...doneFunc) doneFunc {
 
 // afterLastRecord returns the offset after the last committed data record of a
 // partition that ends at end (0 when it has none), reading its tail with read_committed.
+// The tail starts no lower than the log start offset: eddy purges its repartition
+// topics (DeleteRecords below the committed offsets every 30 s), and a run that lasts
+// longer, as the scale rows', would read below it (OffsetOutOfRange).
 func (e *env) afterLastRecord(ctx context.Context, topic string, p int32, end int64) (int64, error) {
+	start, err := kread.ListOffset(e.client, topic, p, sarama.OffsetOldest)
+	if err != nil {
+		return 0, fmt.Errorf("log start of %s/%d: %w", topic, p, err)
+	}
 	for back := int64(64); ; back *= 8 {
-		from := max(0, end-back)
+		from := max(start, end-back)
 		last := int64(-1)
 		err := kread.ReadRange(ctx, e.client, topic, p, from, end, func(r kread.Record) error {
 			last = r.Offset
@@ -333,8 +340,8 @@ func (e *env) afterLastRecord(ctx context.Context, topic string, p int32, end in
 		if last >= 0 {
 			return last + 1, nil
 		}
-		if from == 0 {
-			return 0, nil
+		if from == start {
+			return 0, nil // none left: the purge deleted only what the group had committed
 		}
 	}
 }
