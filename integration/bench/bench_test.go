@@ -321,11 +321,12 @@ func TestKStreamsDefaultsRowsAndTheirTwins(t *testing.T) {
 		t.Errorf("%d eddy twins of the Kafka Streams defaults rows, want 6", twins)
 	}
 	k := &kstreamsApp{java: "java", classpath: "cp"}
-	if got := k.command(childSpec{KSCache: true}); got[len(got)-1] != "default" {
-		t.Errorf("Kafka Streams with its cache: %q, want its last argument \"default\"", got)
+	// The last two arguments: the cache, and whether to print status lines (scale rows).
+	if got := k.command(childSpec{KSCache: true}); got[len(got)-2] != "default" || got[len(got)-1] != "nostatus" {
+		t.Errorf("Kafka Streams with its cache: %q, want its last arguments \"default\" \"nostatus\"", got)
 	}
-	if got := k.command(childSpec{}); got[len(got)-1] != "off" {
-		t.Errorf("Kafka Streams without its cache: %q, want its last argument \"off\"", got)
+	if got := k.command(childSpec{Status: true}); got[len(got)-2] != "off" || got[len(got)-1] != "status" {
+		t.Errorf("Kafka Streams without its cache, with status lines: %q, want its last arguments \"off\" \"status\"", got)
 	}
 }
 

@@ -34,6 +34,7 @@ type childSpec struct {
 	Topology       string  // passthrough, wordcount, wordcount-dsl, win-count, count, kv-put, kv-get (Kafka Streams: count, wordcount, win-count)
 	NoCaching      bool    // wordcount-dsl: record caching off (stream.NoCaching)
 	SampleCost     bool    // sample open sockets and goroutines (cost-per-task rows)
+	Status         bool    // print status lines (scale rows: scale.go)
 	Threads        int     // Kafka Streams: stream threads (default 1)
 	KSCache        bool    // Kafka Streams: its record cache at its default size (statestore.cache.max.bytes unset) instead of off
 	ExactlyOnce    bool    // eddy: the guarantee
@@ -166,7 +167,11 @@ func childMain(ctx context.Context, kind, specJSON string) int {
 	case "pipe-txn-2hop":
 		err = runPipeTxn2Hop(ctx, &spec, reg, res)
 	case "eddy":
-		err = runEddy(ctx, &spec, reg, res)
+		if spec.Status {
+			err = runScale(ctx, &spec, reg, res, os.Stdout)
+		} else {
+			err = runEddy(ctx, &spec, reg, res)
+		}
 	case "pg-copy":
 		err = runPGCopy(ctx, &spec, reg, res)
 	case "pg-pipe":

@@ -72,8 +72,16 @@ func (k *kstreamsApp) command(spec childSpec) []string {
 		k.java, "-cp", k.classpath, "io.github.eddystreams.bench.Main",
 		strings.Join(spec.Brokers, ","), spec.Group, spec.Input, spec.Output,
 		strconv.FormatInt(spec.CommitInterval.Milliseconds(), 10), spec.StateDir, spec.Topology,
-		strconv.Itoa(max(spec.Threads, 1)), ksCacheArg(spec.KSCache),
+		strconv.Itoa(max(spec.Threads, 1)), ksCacheArg(spec.KSCache), ksStatusArg(spec.Status),
 	}
+}
+
+// ksStatusArg tells the Kafka Streams child whether to print status lines (scale rows).
+func ksStatusArg(on bool) string {
+	if on {
+		return "status"
+	}
+	return "nostatus"
 }
 
 // ksCacheArg tells the Kafka Streams child whether to leave its record cache at its

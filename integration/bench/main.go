@@ -5,8 +5,8 @@
 // them as Markdown for BENCHMARKS.md and as JSON).
 //
 // Rows (select with -rows; groups: throughput, dsl, kstreams, kstreams-defaults,
-// kstreams-diag, restore, memory, cost, latency, latency-wc, postgres, postgres-diag, all; a row may
-// be in two groups):
+// kstreams-diag, restore, memory, cost, latency, latency-wc, postgres, postgres-diag, scale,
+// all; a row may be in two groups):
 //
 //	pipe-raw          plain sarama consumer group → idempotent async producer copy, no
 //	                  framework: the ceiling of at-least-once rows
@@ -106,6 +106,22 @@
 //	                  cover the input); the server's CPU (/proc, when it is on this host)
 //	                  is reported beside the child's; the sink rows time the target's
 //	                  Prepare and Commit (COMMIT PREPARED)
+//	scale-p{100,250,500,1000}  scale (group scale, issue 25 item 4; not in "all": minutes
+//	                  a row): one instance runs the DSL word count (two sub-topologies:
+//	                  split and repartition by word, then count; record cache on, exactly-
+//	                  once, 100 ms) on input of N partitions, 2N tasks, 16 words a
+//	                  partition. Its child prints a status line when its state or tasks
+//	                  change (App.State, App.Tasks); the parent times its start until
+//	                  every task runs and until the input and repartition topic are
+//	                  committed, reads its goroutines, sockets and peak RSS after
+//	                  -cost-settle idle, then starts a second instance and times it until
+//	                  both run and share the tasks (the rebalance that moves half of
+//	                  them), and reads the first's goroutines and sockets again. The scale
+//	                  table gives each count's growth per added task over the smallest
+//	                  row. Topics (the input too) are deleted after each row
+//	ks-scale-p{100,250,500,1000}  the same in Kafka Streams 4.1.1 with its defaults (cache
+//	                  on, one stream thread); its status is KafkaStreams.State and its
+//	                  threads' active tasks, JVM threads for goroutines
 //	lat-*             end-to-end latency, produce timestamp → output visible to a
 //	                  read_committed consumer, p50/p99, at half the maximum rate of
 //	                  pass-eos-100ms (or -latency-rate)
@@ -413,7 +429,8 @@ func expandRows(s string, withPostgres bool) ([]string, error) {
 		}
 		found := false
 		for _, r := range rowTable() {
-			if name == "all" && strings.HasPrefix(r.group, "postgres") && !withPostgres {
+			// The scale group takes minutes a row: run it by name.
+			if name == "all" && (strings.HasPrefix(r.group, "postgres") && !withPostgres || r.group == "scale") {
 				found = true
 				continue
 			}

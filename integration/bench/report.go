@@ -392,6 +392,13 @@ func textTable(e *env, sums []*summary) string {
 			fmt.Fprintln(tw, strings.Join(c, "\t"))
 		}
 	}
+	if sc := scaleCells(scaleSummaries(e.results)); len(sc) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, strings.Join(scaleHeader(), "\t"))
+		for _, c := range sc {
+			fmt.Fprintln(tw, strings.Join(c, "\t"))
+		}
+	}
 	if twins := twinCells(e, sums); len(twins) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, strings.Join(twinHeader(), "\t"))
@@ -615,6 +622,16 @@ func markdown(e *env, sums []*summary) string {
 		b.WriteString("\nCost per task (medians; sockets, fds and goroutines or JVM threads read in the child after its input was committed and it ran idle for -cost-settle; peaks sampled every 100 ms):\n\n")
 		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(costHeader(), " | "), strings.Repeat("---|", len(costHeader())))
 		for _, c := range costCells(cost) {
+			c[0] = "`" + c[0] + "`"
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
+		}
+	}
+	if sc := scaleCells(scaleSummaries(e.results)); len(sc) > 0 {
+		b.WriteString("\nScale (medians): one instance from its start until every task runs and until the group committed the input and the repartition topic; " +
+			"its goroutines (Kafka Streams: JVM threads), sockets after -cost-settle idle and peak RSS (VmHWM) then; a second instance from its start until both run " +
+			"and share the tasks (moved: the second's), and the first's goroutines and sockets after the move:\n\n")
+		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(scaleHeader(), " | "), strings.Repeat("---|", len(scaleHeader())))
+		for _, c := range sc {
 			c[0] = "`" + c[0] + "`"
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
 		}

@@ -44,22 +44,23 @@ type runResult struct {
 	CPUPerM  float64 // per million units
 	MaxRSSMB float64
 	// Peak resident anonymous and file-backed memory, sampled every 50 ms.
-	PeakAnonMB float64 `json:",omitempty"`
-	PeakFileMB float64 `json:",omitempty"`
-	PGCPU      float64 `json:",omitempty"` // postgres rows: the server's CPU seconds while the child ran
-	PGCPUPerM  float64 `json:",omitempty"` // per million units
-	PGRows     int64   `json:",omitempty"` // postgres rows: the table's rows at the end
-	Startup    float64 `json:",omitempty"` // s from the child's start to its first output
-	Resume     float64 `json:",omitempty"` // restore rows: s from Run until every task processed a record
-	Restored   int64   `json:",omitempty"` // restore rows: changelog records restored
-	P50        float64 `json:",omitempty"` // latency rows, ms
-	P99        float64 `json:",omitempty"`
-	Max        float64 `json:",omitempty"`
-	LatRate    int     `json:",omitempty"` // latency rows: offered records/s
-	LatCount   int     `json:",omitempty"` // latency rows: records measured
-	OutRecords int64   `json:",omitempty"` // word-count rows: committed output records
-	Keys       int64   `json:",omitempty"` // word-count rows: distinct words in the input
-	Tasks      int     `json:",omitempty"` // cost rows: the instance's tasks
+	PeakAnonMB float64      `json:",omitempty"`
+	PeakFileMB float64      `json:",omitempty"`
+	PGCPU      float64      `json:",omitempty"` // postgres rows: the server's CPU seconds while the child ran
+	PGCPUPerM  float64      `json:",omitempty"` // per million units
+	PGRows     int64        `json:",omitempty"` // postgres rows: the table's rows at the end
+	Startup    float64      `json:",omitempty"` // s from the child's start to its first output
+	Resume     float64      `json:",omitempty"` // restore rows: s from Run until every task processed a record
+	Restored   int64        `json:",omitempty"` // restore rows: changelog records restored
+	P50        float64      `json:",omitempty"` // latency rows, ms
+	P99        float64      `json:",omitempty"`
+	Max        float64      `json:",omitempty"`
+	LatRate    int          `json:",omitempty"` // latency rows: offered records/s
+	LatCount   int          `json:",omitempty"` // latency rows: records measured
+	OutRecords int64        `json:",omitempty"` // word-count rows: committed output records
+	Keys       int64        `json:",omitempty"` // word-count rows: distinct words in the input
+	Tasks      int          `json:",omitempty"` // cost rows: the instance's tasks
+	Scale      *scaleResult `json:",omitempty"` // scale rows
 	Child      childResult
 }
 
@@ -123,7 +124,7 @@ func rowTable() []*rowDef {
 		{name: "lat-ks-wc-dsl-eos-100ms", group: "latency-wc", unit: "words", latency: true, ksDefaults: true, desc: "latency of Kafka Streams 4.1.1's word count with its defaults (as ks-wc-dsl-eos-100ms: record cache on, exactly_once_v2, commit 100 ms), -latency-rate lines/s: a line's production to its words' counts visible (read_committed)", run: latencyWordCountRow("wordcount")},
 		{name: "lat-wc-dsl-eos-100ms", group: "latency-wc", unit: "words", ceiling: "lat-ks-wc-dsl-eos-100ms", p99Target: 0.6, latency: true, desc: "latency of eddy's DSL word count with its defaults (record caching on), exactly-once, commit 100 ms, the same lines", run: latencyWordCountRow("wordcount-dsl")},
 		{name: "lat-wc-cached-eos-100ms", group: "latency-wc", unit: "words", ceiling: "lat-ks-wc-dsl-eos-100ms", p99Target: 0.6, latency: true, desc: "latency of eddy's processor-API word count with its store cached (the example's default), exactly-once, commit 100 ms, the same lines", run: latencyWordCountRow("wordcount-cached")},
-	}, kstreamsDefaultsRows()...)
+	}, append(kstreamsDefaultsRows(), scaleRows()...)...)
 }
 
 func findRow(name string) *rowDef {

@@ -27,7 +27,7 @@ import (
 type child struct {
 	name    string
 	cmd     *exec.Cmd
-	stdout  bytes.Buffer
+	stdout  statusReader // its stdout: the result line, and a scale child's status lines
 	logPath string
 	started time.Time
 	done    chan struct{} // closed when the process has exited and been waited for

@@ -33,9 +33,13 @@ import org.apache.kafka.streams.state.WindowStore;
  * "BENCH-RESULT {json}" on stdout (the bench child's result line), then closes.
  *
  * <p>Arguments: brokers applicationId input output commitIntervalMs stateDir topology
- * threads cache. cache "off" sets statestore.cache.max.bytes to 0, so that every update
+ * threads cache status. cache "off" sets statestore.cache.max.bytes to 0, so that every update
  * is forwarded, as eddy's uncached rows do (the like-for-like rows); "default" leaves it
  * unset, Kafka Streams' default of 10 MB per instance (the rows as users run them).
+ * status "status" prints a line "BENCH-STATUS {json}" every 100 ms when the instance's
+ * state or active tasks changed, and every second (the scale rows: integration/bench
+ * scale.go reads State, Active, Running, Goroutines — JVM threads — and Sockets);
+ * "nostatus" does not.
  * Topologies:
  *
  * <ul>
@@ -56,8 +60,9 @@ public final class Main {
     private static volatile int socketsPeak, threadsPeak;
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 9 || !(args[8].equals("off") || args[8].equals("default"))) {
-            System.err.println("usage: Main brokers applicationId input output commitIntervalMs stateDir topology threads cache(off|default)");
+        if (args.length != 10 || !(args[8].equals("off") || args[8].equals("default"))
+                || !(args[9].equals("status") || args[9].equals("nostatus"))) {
+            System.err.println("usage: Main brokers applicationId input output commitIntervalMs stateDir topology threads cache(off|default) status(status|nostatus)");
             System.exit(2);
         }
         String brokers = args[0], app = args[1], input = args[2], output = args[3];
@@ -65,6 +70,7 @@ public final class Main {
         String stateDir = args[5], topology = args[6];
         int threads = Integer.parseInt(args[7]);
         boolean cacheOff = args[8].equals("off");
+        boolean status = args[9].equals("status");
 
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, app);
@@ -126,8 +132,32 @@ public final class Main {
         KafkaStreams streams = new KafkaStreams(b.build(), p);
         CountDownLatch closed = new CountDownLatch(1);
         Thread sampler = new Thread(() -> {
+            String last = "";
+            long printed = 0;
             while (closed.getCount() > 0) {
-                sample();
+                int[] now = sample();
+                if (status) {
+                    KafkaStreams.State state = streams.state();
+                    int active = 0;
+                    try {
+                        for (ThreadMetadata t : streams.metadataForLocalThreads()) {
+                            active += t.activeTasks().size();
+                        }
+                    } catch (RuntimeException e) {
+                        // not started or closing: no tasks
+                    }
+                    int running = state == KafkaStreams.State.RUNNING ? active : 0;
+                    String key = state + "/" + active + "/" + running;
+                    long t = System.currentTimeMillis();
+                    if (!key.equals(last) || t - printed >= 1000) {
+                        System.out.println("BENCH-STATUS {\"At\":" + t * 1_000_000L + ",\"State\":\"" + state
+                                + "\",\"Active\":" + active + ",\"Running\":" + running + ",\"Goroutines\":" + now[2]
+                                + ",\"Sockets\":" + now[0] + "}");
+                        System.out.flush();
+                        last = key;
+                        printed = t;
+                    }
+                }
                 try {
                     Thread.sleep(100);
                 } catch (InterruptedException e) {
