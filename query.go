@@ -176,6 +176,11 @@ func (q *QueryableStore[K, V]) scan(rt *runtime, from, to []byte) ([]statestore.
 	if err != nil {
 		return nil, err
 	}
+	return q.decode(rt, entries)
+}
+
+// decode deserializes a scan's entries.
+func (q *QueryableStore[K, V]) decode(rt *runtime, entries []kvstore.Entry) ([]statestore.KeyValue[K, V], error) {
 	topic := rt.changelogTopic(q.store.Name)
 	out := make([]statestore.KeyValue[K, V], 0, len(entries))
 	for _, e := range entries {
