@@ -146,6 +146,30 @@ func TestStaleQueryFromStandby(t *testing.T) {
 		if !maps.Equal(all, e.want) || len(sources) != 2 || !slices.Contains(sources, "standby "+qaTask(t, qa, fromStandby[0])) {
 			t.Errorf("stale scan on a: %d keys (want all %d), copies %v; want a's active task and its standby of b's", len(all), len(e.want), sources)
 		}
+
+		// In Go: All has a's own task's keys, AllStale every key from a's active task and
+		// its standby, and RangeStale the words of a range from both.
+		own, err := qa.All()
+		if err != nil || len(own) != len(e.want)-len(fromStandby) {
+			t.Errorf("All on a: %d pairs, %v; want the %d of a's own task", len(own), err, len(e.want)-len(fromStandby))
+		}
+		pairs, infos, err := qa.AllStale()
+		got := map[string]int64{}
+		for _, kv := range pairs {
+			got[kv.Key] = kv.Value
+		}
+		if err != nil || !maps.Equal(got, e.want) || len(infos) != 2 || infos[0].Task.Partition != 0 ||
+			!slices.ContainsFunc(infos, func(si eddy.StaleInfo) bool {
+				return si.Source == eddy.SourceStandby && si.Task.String() == qaTask(t, qa, fromStandby[0]) && si.Checkpoint > 0
+			}) {
+			t.Errorf("AllStale on a: %d pairs (want all %d), %+v, %v; want a's active task and its standby of b's, in task order", len(got), len(e.want), infos, err)
+		}
+		words := slices.Sorted(maps.Keys(e.want))
+		from, to := words[1], words[len(words)-2]
+		pairs, infos, err = qa.RangeStale(from, to)
+		if err != nil || len(pairs) != len(words)-3 || pairs[0].Key != from || len(infos) != 2 {
+			t.Errorf("RangeStale(%q, %q) on a: %d pairs, %+v, %v; want the %d words in [from, to) from both copies", from, to, len(pairs), infos, err, len(words)-3)
+		}
 	})
 }
 

@@ -50,9 +50,9 @@ func (e *NotLocalError) Is(target error) bool { return target == ErrNotLocal }
 // instance holds, and says which instance holds the others. Reads see committed state:
 // the store as of its task's last commit. A task writes its stores just after its
 // transaction commits, so for a moment after the consumed offsets are committed (what a
-// group's lag shows) a read can still see the commit before. GetStale also answers from a standby replica
-// or a restoring task here, saying which and how far behind (StaleInfo). It is safe for
-// concurrent use.
+// group's lag shows) a read can still see the commit before. GetStale, RangeStale and
+// AllStale also answer from a standby replica or a restoring task here, saying which
+// and how far behind (StaleInfo). It is safe for concurrent use.
 //
 // Routing a key to its partition assumes the store's key is the partitioning key of its
 // sub-topology's input (murmur2 of the serialized key, as after AddRepartition), which

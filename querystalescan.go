@@ -3,6 +3,7 @@ package eddy
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/kvstore"
@@ -13,10 +14,10 @@ import (
 // queryScanStale is queryScan over every local copy of the store's partitions (GET
 // /stores/{store}/keys?stale=true): each active task here (its committed state, or its
 // store file while it restores or is suspended), then each standby here of another
-// task, with a StaleInfo per task read. A standby that has read nothing yet, or whose
-// file a restore rebuilds, is left out (a plain scan would not have its partition
-// either); a task of its own here that cannot be read fails the scan with ErrNotReady,
-// as a plain scan does. Unlike a plain scan it answers during a rebalance.
+// task, with a StaleInfo per task read, in task order. A standby that has read nothing
+// yet, or whose file a restore rebuilds, is left out (a plain scan would not have its
+// partition either); a task of its own here that cannot be read fails the scan with
+// ErrNotReady, as a plain scan does. Unlike a plain scan it answers during a rebalance.
 func (rt *runtime) queryScanStale(st *graph.Store, from, to []byte) ([]kvstore.Entry, []StaleInfo, error) {
 	if st.Global {
 		out, err := rt.queryScan(st, from, to)
@@ -66,6 +67,7 @@ func (rt *runtime) queryScanStale(st *graph.Store, from, to []byte) ([]kvstore.E
 		out, infos = append(out, part...), append(infos, info)
 	}
 	kvstore.SortEntries(out)
+	slices.SortFunc(infos, func(x, y StaleInfo) int { return compareTasks(x.Task, y.Task) })
 	return out, infos, nil
 }
 
