@@ -83,31 +83,37 @@ func ScanAt(b Backend, store string, from, to []byte, out *[]Entry) (Snapshot, e
 		}
 		return snap, it.Err()
 	}
+	return bb.viewNoWait("snapshot scan", store, func(tx *bolt.Tx) error {
+		scanTx(tx, store, from, to, out)
+		return nil
+	})
+}
+
+// scanTx appends the entries of store in [from, to) (nil bounds open) read in tx to
+// out, in key order.
+func scanTx(tx *bolt.Tx, store string, from, to []byte, out *[]Entry) {
 	if len(from) == 0 {
 		from = nil
 	}
-	return bb.viewNoWait("snapshot scan", store, func(tx *bolt.Tx) error {
-		if from == nil && (to == nil || len(to) > 0) {
-			if eb := tx.Bucket(emptyKeyBucket); eb != nil {
-				if v := eb.Get([]byte(store)); v != nil {
-					*out = append(*out, Entry{Key: []byte{}, Value: bytes.Clone(v)})
-				}
+	if from == nil && (to == nil || len(to) > 0) {
+		if eb := tx.Bucket(emptyKeyBucket); eb != nil {
+			if v := eb.Get([]byte(store)); v != nil {
+				*out = append(*out, Entry{Key: []byte{}, Value: bytes.Clone(v)})
 			}
 		}
-		bk := tx.Bucket([]byte(store))
-		if bk == nil {
-			return nil
-		}
-		c := bk.Cursor()
-		k, v := c.First()
-		if from != nil {
-			k, v = c.Seek(from)
-		}
-		for ; k != nil && (to == nil || bytes.Compare(k, to) < 0); k, v = c.Next() {
-			*out = append(*out, Entry{Key: bytes.Clone(k), Value: bytes.Clone(v)})
-		}
-		return nil
-	})
+	}
+	bk := tx.Bucket([]byte(store))
+	if bk == nil {
+		return
+	}
+	c := bk.Cursor()
+	k, v := c.First()
+	if from != nil {
+		k, v = c.Seek(from)
+	}
+	for ; k != nil && (to == nil || bytes.Compare(k, to) < 0); k, v = c.Next() {
+		*out = append(*out, Entry{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+	}
 }
 
 func snapshotCheckpoint(b Backend, store string) (Snapshot, error) {
