@@ -12,25 +12,40 @@ import (
 )
 
 // queryScanStale is queryScan over every local copy of the store's partitions (GET
-// /stores/{store}/keys?stale=true): each active task here (its committed state, or its
-// store file while it restores or is suspended), then each standby here of another
-// task, with a StaleInfo per task read, in task order. A standby that has read nothing
-// yet, or whose file a restore rebuilds, is left out (a plain scan would not have its
-// partition either); a task of its own here that cannot be read fails the scan with
-// ErrNotReady, as a plain scan does. Unlike a plain scan it answers during a rebalance.
+// /stores/{store}/keys?stale=true, RangeStale), with a StaleInfo per task read, in task
+// order (staleCopies).
 func (rt *runtime) queryScanStale(st *graph.Store, from, to []byte) ([]kvstore.Entry, []StaleInfo, error) {
 	if st.Global {
 		out, err := rt.queryScan(st, from, to)
 		return out, []StaleInfo{{Source: SourceActive}}, err
 	}
+	out, infos, err := staleCopies(rt, st,
+		func(b kvstore.Backend, out *[]kvstore.Entry) error { return scanBackend(b, st.Name, from, to, out) },
+		func(b kvstore.Backend, out *[]kvstore.Entry) (kvstore.Snapshot, error) {
+			return kvstore.ScanAt(b, st.Name, from, to, out)
+		})
+	if err != nil {
+		return nil, nil, err
+	}
+	kvstore.SortEntries(out)
+	return out, infos, nil
+}
+
+// staleCopies reads every local copy of a store's partitions: each active task here
+// (its committed state with committed, or its store file with snapshot while it
+// restores or is suspended), then each standby here of another task (its store file
+// with snapshot), and returns what they appended and a StaleInfo per task read, in task
+// order. A standby that has read nothing yet, or whose file a restore rebuilds, is left
+// out (a plain query would not have its partition either); a task of its own here that
+// cannot be read fails the query with ErrNotReady, as a plain query does. Unlike a
+// plain query it answers during a rebalance.
+func staleCopies[T any](rt *runtime, st *graph.Store, committed func(kvstore.Backend, *[]T) error,
+	snapshot func(kvstore.Backend, *[]T) (kvstore.Snapshot, error)) ([]T, []StaleInfo, error) {
 	sub := rt.storeSub(st.Name)
 	if sub == nil {
 		return nil, nil, fmt.Errorf("eddy: %w: %q", statestore.ErrUnknownStore, st.Name)
 	}
-	scan := func(b kvstore.Backend, out *[]kvstore.Entry) (kvstore.Snapshot, error) {
-		return kvstore.ScanAt(b, st.Name, from, to, out)
-	}
-	var out []kvstore.Entry
+	var out []T
 	var infos []StaleInfo
 	seen := map[processor.TaskID]bool{}
 	for _, t := range rt.registry.all() {
@@ -38,14 +53,12 @@ func (rt *runtime) queryScanStale(st *graph.Store, from, to []byte) ([]kvstore.E
 			continue
 		}
 		seen[t.id] = true
-		var part []kvstore.Entry
+		var part []T
 		info := StaleInfo{Source: SourceActive, Task: t.id}
-		_, err := t.readCommitted(st.Name, func(b kvstore.Backend) ([]byte, error) {
-			return nil, scanBackend(b, st.Name, from, to, &part)
-		})
+		_, err := t.readCommitted(st.Name, func(b kvstore.Backend) ([]byte, error) { return nil, committed(b, &part) })
 		if errors.Is(err, ErrNotReady) {
 			part = part[:0]
-			info, err = t.readRestoring(st.Name, func(b kvstore.Backend) (kvstore.Snapshot, error) { return scan(b, &part) })
+			info, err = t.readRestoring(st.Name, func(b kvstore.Backend) (kvstore.Snapshot, error) { return snapshot(b, &part) })
 		}
 		if err != nil {
 			return nil, nil, err
@@ -56,8 +69,8 @@ func (rt *runtime) queryScanStale(st *graph.Store, from, to []byte) ([]kvstore.E
 		if seen[sb.id] {
 			continue
 		}
-		var part []kvstore.Entry
-		info, err := sb.readStale(st.Name, func(b kvstore.Backend) (kvstore.Snapshot, error) { return scan(b, &part) })
+		var part []T
+		info, err := sb.readStale(st.Name, func(b kvstore.Backend) (kvstore.Snapshot, error) { return snapshot(b, &part) })
 		switch {
 		case errors.Is(err, ErrNotReady):
 			continue
@@ -66,7 +79,6 @@ func (rt *runtime) queryScanStale(st *graph.Store, from, to []byte) ([]kvstore.E
 		}
 		out, infos = append(out, part...), append(infos, info)
 	}
-	kvstore.SortEntries(out)
 	slices.SortFunc(infos, func(x, y StaleInfo) int { return compareTasks(x.Task, y.Task) })
 	return out, infos, nil
 }
