@@ -70,6 +70,22 @@ func newTimeQuery[K, V any](a *App, store, kind string) (timeQuery[K, V], error)
 	return timeQuery[K, V]{app: a, store: st, keys: keys, values: values}, nil
 }
 
+// queryRange is the range a query reads: of key's serialized bytes, or of every key.
+func (q timeQuery[K, V]) queryRange(topic string, key K, all bool, from, to time.Time, backward bool) (windowstore.Range, error) {
+	r := windowstore.Range{From: from.UnixMilli(), To: to.UnixMilli(), Backward: backward}
+	if !all {
+		kb, err := q.keys.Serialize(topic, key)
+		if err == nil && kb == nil {
+			err = fmt.Errorf("eddy: store %q: %w", q.store.Name, statestore.ErrNullKey)
+		}
+		if err != nil {
+			return r, err
+		}
+		r.Key = kb
+	}
+	return r, nil
+}
+
 // run answers a query of one key (from the instance holding it) or, with all, of every
 // key of the local partitions, and deserializes the answer.
 func (q timeQuery[K, V]) run(key K, all bool, from, to time.Time, backward bool) ([]statestore.KeyValue[window.Windowed[K], V], error) {
@@ -78,21 +94,19 @@ func (q timeQuery[K, V]) run(key K, all bool, from, to time.Time, backward bool)
 		return nil, err
 	}
 	topic := rt.changelogTopic(q.store.Name)
-	r := windowstore.Range{From: from.UnixMilli(), To: to.UnixMilli(), Backward: backward}
-	if !all {
-		kb, err := q.keys.Serialize(topic, key)
-		if err == nil && kb == nil {
-			err = fmt.Errorf("eddy: store %q: %w", q.store.Name, statestore.ErrNullKey)
-		}
-		if err != nil {
-			return nil, err
-		}
-		r.Key = kb
+	r, err := q.queryRange(topic, key, all, from, to, backward)
+	if err != nil {
+		return nil, err
 	}
 	raws, err := rt.queryWindows(q.store, r)
 	if err != nil {
 		return nil, err
 	}
+	return q.decode(topic, raws)
+}
+
+// decode deserializes the windows a query read.
+func (q timeQuery[K, V]) decode(topic string, raws []windowstore.Raw) ([]statestore.KeyValue[window.Windowed[K], V], error) {
 	out := make([]statestore.KeyValue[window.Windowed[K], V], 0, len(raws))
 	for _, w := range raws {
 		k, err := serdes.Deserialize(q.keys, topic, w.Key)
@@ -221,11 +235,17 @@ func (rt *runtime) queryWindows(st *graph.Store, r windowstore.Range) ([]windows
 			}
 		}
 	}
+	sortWindows(out, r.Backward)
+	return out, nil
+}
+
+// sortWindows sorts the windows of a query of every key by start, key bytes and end
+// (backward: the other way round).
+func sortWindows(out []windowstore.Raw, backward bool) {
 	slices.SortFunc(out, func(a, b windowstore.Raw) int {
 		return cmp.Or(cmp.Compare(a.Start, b.Start), bytes.Compare(a.Key, b.Key), cmp.Compare(a.End, b.End))
 	})
-	if r.Backward {
+	if backward {
 		slices.Reverse(out)
 	}
-	return out, nil
 }
