@@ -30,7 +30,8 @@ import (
 //	 "windows" (or "sessions"): [{"key": ..., "start": ms, "end": ms,
 //	   "startTime": "RFC 3339", "endTime": "RFC 3339", "value": ...}, ...]}
 //
-// with an empty list when nothing matches; windows of one key oldest first (newest first
+// with an empty list when nothing matches (with stale=true, read from a standby or a
+// restoring copy here too, and "stale" says which: queryWindowsMaybeStale); windows of one key oldest first (newest first
 // with backward=true), sessions by end then start, and a query of every key by start,
 // then key bytes. Errors: 404 for an unknown store; 400 naming the parameter for a bad
 // time, a bad backward flag, or from after to; 400 for a key that does not parse; 400
@@ -123,6 +124,10 @@ func (h *handler) serveWindows(w http.ResponseWriter, r *http.Request, kind stri
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	stale, ok := staleParam(w, r)
+	if !ok {
+		return
+	}
 	rt, err := a.queryRuntime()
 	if err != nil {
 		h.notReady(w, r, err)
@@ -136,7 +141,7 @@ func (h *handler) serveWindows(w http.ResponseWriter, r *http.Request, kind stri
 			return
 		}
 	}
-	raws, err := rt.queryWindows(st, q)
+	raws, copies, err := queryWindowsMaybeStale(rt, st, q, stale)
 	if h.answerQueryError(w, r, a, err) {
 		return
 	}
@@ -158,6 +163,9 @@ func (h *handler) serveWindows(w http.ResponseWriter, r *http.Request, kind stri
 	answer := map[string]any{"store": storeName, "from": q.From, "to": q.To, kind + "s": list}
 	if byKey {
 		answer["key"] = keyText
+	}
+	if stale {
+		answer["stale"] = copies
 	}
 	body, err := json.Marshal(answer)
 	if err != nil {
