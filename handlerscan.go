@@ -1,7 +1,6 @@
 package eddy
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -32,33 +31,86 @@ const (
 // window query of every key, it answers from the local partitions only; the console's
 // store browser asks every instance and merges.
 func (h *handler) serveScan(w http.ResponseWriter, r *http.Request) {
-	a := h.app
 	storeName := r.PathValue("store")
-	st, ok := a.g.Stores[storeName]
+	st, ok := h.queryStore(w, r, graph.KindKeyValue)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no store %q", storeName))
 		return
 	}
-	if st.Kind != graph.KindKeyValue {
-		writeError(w, http.StatusBadRequest, kindMessage(st, graph.KindKeyValue))
+	limit, ok := scanLimit(w, r)
+	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	limit := defaultScanLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 || n > maxScanLimit {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit: %q is not a number from 1 to %d", s, maxScanLimit))
+	rt, topic, ok := h.storeRuntime(w, r)
+	if !ok {
+		return
+	}
+	from, to, ok := scanBounds(w, r, st, topic)
+	if !ok {
+		return
+	}
+	stale, ok := staleParam(w, r)
+	if !ok {
+		return
+	}
+	var entries []kvstore.Entry
+	var err error
+	var copies []*staleJSON
+	if stale {
+		entries, copies, err = scanStale(rt, st, from, to)
+	} else {
+		entries, err = rt.queryScan(st, from, to)
+	}
+	if h.answerQueryError(w, r, h.app, err) {
+		return
+	}
+	answer := scanAnswer{Store: storeName, Entries: []scanEntry{}, Truncated: len(entries) > limit, Stale: copies}
+	for _, e := range entries[:min(limit, len(entries))] {
+		k, ok := h.decodeStored(w, r, st.KeyToJSON, e.Key, topic, storedKeyBroken)
+		if !ok {
 			return
 		}
-		limit = n
+		v, ok := h.decodeStored(w, r, st.ValueToJSON, e.Value, topic, storedValueBroken)
+		if !ok {
+			return
+		}
+		answer.Entries = append(answer.Entries, scanEntry{Key: k, Value: v})
 	}
-	rt, err := a.queryRuntime()
-	if err != nil {
-		h.notReady(w, r, err)
-		return
+	h.writeAnswer(w, r, answer, "the stored values do not encode as JSON")
+}
+
+// scanAnswer is a key scan's answer.
+type scanAnswer struct {
+	Store     string       `json:"store"`
+	Entries   []scanEntry  `json:"entries"`
+	Truncated bool         `json:"truncated"`
+	Stale     []*staleJSON `json:"stale,omitempty"`
+}
+
+type scanEntry struct {
+	Key   any `json:"key"`
+	Value any `json:"value"`
+}
+
+// scanLimit reads the limit parameter (default defaultScanLimit); out of range, it
+// answers 400 and reports false.
+func scanLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return defaultScanLimit, true
 	}
-	topic := rt.changelogTopic(storeName)
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n > maxScanLimit {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("limit: %q is not a number from 1 to %d", s, maxScanLimit))
+		return 0, false
+	}
+	return n, true
+}
+
+// scanBounds reads the serialized range [from, to) of a scan from its from and to
+// parameters, or from prefix; nil bounds are open. A key that does not parse, or a
+// prefix beside from or to, answers 400 and reports false.
+func scanBounds(w http.ResponseWriter, r *http.Request, st *graph.Store, topic string) (from, to []byte, ok bool) {
+	q := r.URL.Query()
 	parse := func(name string) ([]byte, bool) {
 		text := q.Get(name)
 		if text == "" {
@@ -75,67 +127,28 @@ func (h *handler) serveScan(w http.ResponseWriter, r *http.Request) {
 	to, ok2 := parse("to")
 	prefix, ok3 := parse("prefix")
 	if !ok1 || !ok2 || !ok3 {
-		return
+		return nil, nil, false
 	}
 	if prefix != nil {
 		if from != nil || to != nil {
 			writeError(w, http.StatusBadRequest, "prefix: give either prefix or from and to, not both")
-			return
+			return nil, nil, false
 		}
 		from, to = prefix, prefixEnd(prefix)
 	}
-	stale, ok := staleParam(w, r)
-	if !ok {
-		return
+	return from, to, true
+}
+
+// scanStale scans the local copies of st, standby and restoring ones too, and
+// describes each copy it read, in task order.
+func scanStale(rt *runtime, st *graph.Store, from, to []byte) ([]kvstore.Entry, []*staleJSON, error) {
+	entries, infos, err := rt.queryScanStale(st, from, to)
+	slices.SortFunc(infos, func(x, y StaleInfo) int { return compareTasks(x.Task, y.Task) })
+	copies := make([]*staleJSON, 0, len(infos))
+	for _, si := range infos {
+		copies = append(copies, newStaleJSON(si, st.Global))
 	}
-	var entries []kvstore.Entry
-	var copies []*staleJSON
-	if stale {
-		var infos []StaleInfo
-		entries, infos, err = rt.queryScanStale(st, from, to)
-		slices.SortFunc(infos, func(x, y StaleInfo) int { return compareTasks(x.Task, y.Task) })
-		copies = make([]*staleJSON, 0, len(infos))
-		for _, si := range infos {
-			copies = append(copies, newStaleJSON(si, st.Global))
-		}
-	} else {
-		entries, err = rt.queryScan(st, from, to)
-	}
-	if h.answerQueryError(w, r, a, err) {
-		return
-	}
-	type entry struct {
-		Key   any `json:"key"`
-		Value any `json:"value"`
-	}
-	answer := struct {
-		Store     string       `json:"store"`
-		Entries   []entry      `json:"entries"`
-		Truncated bool         `json:"truncated"`
-		Stale     []*staleJSON `json:"stale,omitempty"`
-	}{Store: storeName, Entries: []entry{}, Truncated: len(entries) > limit, Stale: copies}
-	for _, e := range entries[:min(limit, len(entries))] {
-		k, err := st.KeyToJSON(e.Key, topic)
-		if err != nil {
-			h.internalError(w, r, "a stored key does not deserialize", err)
-			return
-		}
-		v, err := st.ValueToJSON(e.Value, topic)
-		if err != nil {
-			h.internalError(w, r, "a stored value does not deserialize", err)
-			return
-		}
-		answer.Entries = append(answer.Entries, entry{Key: k, Value: v})
-	}
-	body, err := json.Marshal(answer)
-	if err != nil {
-		h.internalError(w, r, "the stored values do not encode as JSON", err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(body, '\n'))
+	return entries, copies, err
 }
 
 // prefixEnd is the least key above every key starting with p, nil for none (p is all

@@ -1,7 +1,6 @@
 package eddy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -106,17 +105,13 @@ func rfc3339Ms(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
+// serveWindows answers the window (kind KindWindow) and session (KindSession) routes
+// of routeWindows.
 func (h *handler) serveWindows(w http.ResponseWriter, r *http.Request, kind string) {
-	a := h.app
 	storeName, keyText := r.PathValue("store"), r.PathValue("key")
 	byKey := strings.Contains(r.Pattern, "{key}")
-	st, ok := a.g.Stores[storeName]
+	st, ok := h.queryStore(w, r, kind)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no store %q", storeName))
-		return
-	}
-	if st.Kind != kind {
-		writeError(w, http.StatusBadRequest, kindMessage(st, kind))
 		return
 	}
 	q, err := windowRange(r)
@@ -128,37 +123,22 @@ func (h *handler) serveWindows(w http.ResponseWriter, r *http.Request, kind stri
 	if !ok {
 		return
 	}
-	rt, err := a.queryRuntime()
-	if err != nil {
-		h.notReady(w, r, err)
+	rt, topic, ok := h.storeRuntime(w, r)
+	if !ok {
 		return
 	}
-	topic := rt.changelogTopic(storeName)
 	if byKey {
-		if q.Key, err = st.KeyFromText(keyText, topic); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("key %q does not parse as a %s key", keyText, st.KeyType))
-			h.log.Debug("query key does not parse", "path", r.URL.Path, "error", err)
+		if q.Key, ok = h.pathKey(w, r, st, topic); !ok {
 			return
 		}
 	}
 	raws, copies, err := queryWindowsMaybeStale(rt, st, q, stale)
-	if h.answerQueryError(w, r, a, err) {
+	if h.answerQueryError(w, r, h.app, err) {
 		return
 	}
-	list := make([]windowJSON, 0, len(raws))
-	for _, raw := range raws {
-		wj := windowJSON{Start: raw.Start, End: raw.End, StartTime: rfc3339Ms(raw.Start), EndTime: rfc3339Ms(raw.End)}
-		if byKey {
-			wj.Key = keyText
-		} else if wj.Key, err = st.KeyToJSON(raw.Key, topic); err != nil {
-			h.internalError(w, r, "a stored key does not deserialize", err)
-			return
-		}
-		if wj.Value, err = st.ValueToJSON(raw.Value, topic); err != nil {
-			h.internalError(w, r, "a stored value does not deserialize", err)
-			return
-		}
-		list = append(list, wj)
+	list, ok := h.windowList(w, r, st, topic, raws, byKey)
+	if !ok {
+		return
 	}
 	answer := map[string]any{"store": storeName, "from": q.From, "to": q.To, kind + "s": list}
 	if byKey {
@@ -167,13 +147,26 @@ func (h *handler) serveWindows(w http.ResponseWriter, r *http.Request, kind stri
 	if stale {
 		answer["stale"] = copies
 	}
-	body, err := json.Marshal(answer)
-	if err != nil {
-		h.internalError(w, r, "the stored values do not encode as JSON", err)
-		return
+	h.writeAnswer(w, r, answer, "the stored values do not encode as JSON")
+}
+
+// windowList describes the windows (sessions) read; a query of one key shows the
+// key's text as given, any other deserializes each stored key. When a stored key or
+// value does not deserialize it answers 500 and reports false.
+func (h *handler) windowList(w http.ResponseWriter, r *http.Request, st *graph.Store, topic string, raws []windowstore.Raw, byKey bool) ([]windowJSON, bool) {
+	list := make([]windowJSON, 0, len(raws))
+	for _, raw := range raws {
+		wj := windowJSON{Start: raw.Start, End: raw.End, StartTime: rfc3339Ms(raw.Start), EndTime: rfc3339Ms(raw.End)}
+		var ok bool
+		if byKey {
+			wj.Key = r.PathValue("key")
+		} else if wj.Key, ok = h.decodeStored(w, r, st.KeyToJSON, raw.Key, topic, storedKeyBroken); !ok {
+			return nil, false
+		}
+		if wj.Value, ok = h.decodeStored(w, r, st.ValueToJSON, raw.Value, topic, storedValueBroken); !ok {
+			return nil, false
+		}
+		list = append(list, wj)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(body, '\n'))
+	return list, true
 }
