@@ -150,6 +150,19 @@ func (c *console) serveLocal(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c.local())
 }
 
+// otherInstances are the addresses of the group's instances but this one, sorted;
+// hosts maps each instance the last assignment names to its tasks.
+func (c *console) otherInstances(hosts map[string][]string) []string {
+	var others []string
+	for host := range hosts {
+		if host != c.h.app.cfg.AdvertisedAddr {
+			others = append(others, host)
+		}
+	}
+	sort.Strings(others)
+	return others
+}
+
 // instances reports every instance of the group: this one, and each other one that the
 // group's last assignment names (its AdvertisedAddr), asked in parallel for its own
 // report. An instance that does not answer is shown with the tasks the assignment gave
@@ -164,13 +177,7 @@ func (c *console) instances(r *http.Request) []instanceView {
 		return out
 	}
 	_, hosts := rt.registry.owners()
-	var others []string
-	for host := range hosts {
-		if host != c.h.app.cfg.AdvertisedAddr {
-			others = append(others, host)
-		}
-	}
-	sort.Strings(others)
+	others := c.otherInstances(hosts)
 	views := make([]instanceView, len(others))
 	var wg sync.WaitGroup
 	for i, host := range others {

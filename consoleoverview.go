@@ -44,6 +44,26 @@ func (c *console) serveOverview(w http.ResponseWriter, r *http.Request) {
 // buildOverview filters, groups and pages the tasks of instances as the query q says
 // (q: search text, state, group, size, page).
 func buildOverview(pg page, instances []instanceView, q url.Values) overview {
+	o := newOverview(pg, q)
+	o.Instances = instances
+	all := o.tally()
+	o.sortByGroup(all)
+	o.Matched = len(all)
+	o.Pages = max(1, (len(all)+o.Size-1)/o.Size)
+	o.PageNo = min(o.PageNo, o.Pages)
+	o.groupPage(all)
+	if o.PageNo > 1 {
+		o.Prev = o.pageLink(o.PageNo - 1)
+	}
+	if o.PageNo < o.Pages {
+		o.Next = o.pageLink(o.PageNo + 1)
+	}
+	return o
+}
+
+// newOverview reads the overview's query: an unknown group is by instance, a size out
+// of range the default or the largest, a page below 1 the first.
+func newOverview(pg page, q url.Values) overview {
 	o := overview{page: pg, Q: strings.TrimSpace(q.Get("q")), StateFilter: q.Get("state"), Group: q.Get("group")}
 	if o.Group != "subtopology" && o.Group != "none" {
 		o.Group = "instance"
@@ -55,8 +75,12 @@ func buildOverview(pg page, instances []instanceView, q url.Values) overview {
 	o.Size = min(o.Size, maxPageSize)
 	o.PageNo, _ = strconv.Atoi(q.Get("page"))
 	o.PageNo = max(o.PageNo, 1)
-	o.Instances = instances
+	return o
+}
 
+// tally adds up every task of every instance into the overview's totals and the
+// states seen, and returns the tasks that match the search and state filter.
+func (o *overview) tally() []taskView {
 	var all []taskView
 	states := map[string]bool{}
 	for _, in := range o.Instances {
@@ -86,17 +110,25 @@ func buildOverview(pg page, instances []instanceView, q url.Values) overview {
 			}
 		}
 	})
-	groupOf := func(t taskView) string {
-		switch o.Group {
-		case "subtopology":
-			return "sub-topology " + strconv.Itoa(t.Subtopology)
-		case "none":
-			return ""
-		}
-		return t.Instance
+	return all
+}
+
+// groupOf names the group t is shown in.
+func (o *overview) groupOf(t taskView) string {
+	switch o.Group {
+	case "subtopology":
+		return "sub-topology " + strconv.Itoa(t.Subtopology)
+	case "none":
+		return ""
 	}
+	return t.Instance
+}
+
+// sortByGroup orders tasks by group (sub-topologies by number, not by name), then by
+// sub-topology and partition.
+func (o *overview) sortByGroup(all []taskView) {
 	slices.SortStableFunc(all, func(x, y taskView) int {
-		if gx, gy := groupOf(x), groupOf(y); gx != gy {
+		if gx, gy := o.groupOf(x), o.groupOf(y); gx != gy {
 			if o.Group == "subtopology" {
 				return x.Subtopology - y.Subtopology
 			}
@@ -107,13 +139,15 @@ func buildOverview(pg page, instances []instanceView, q url.Values) overview {
 		}
 		return int(x.Partition - y.Partition)
 	})
-	o.Matched = len(all)
-	o.Pages = max(1, (len(all)+o.Size-1)/o.Size)
-	o.PageNo = min(o.PageNo, o.Pages)
+}
+
+// groupPage fills Groups with the groups that have a task on the page shown, with
+// those tasks as rows; a group's totals count its matching tasks on every page.
+func (o *overview) groupPage(all []taskView) {
 	from, to := (o.PageNo-1)*o.Size, min(o.PageNo*o.Size, len(all))
 	byName := map[string]*taskGroup{}
 	for i, t := range all {
-		name := groupOf(t)
+		name := o.groupOf(t)
 		g := byName[name]
 		if g == nil {
 			g = &taskGroup{Name: name}
@@ -132,29 +166,25 @@ func buildOverview(pg page, instances []instanceView, q url.Values) overview {
 	for i := range o.Groups {
 		o.Groups[i] = *byName[o.Groups[i].Name]
 	}
-	link := func(p int) string {
-		v := url.Values{}
-		for k, s := range map[string]string{"q": o.Q, "state": o.StateFilter} {
-			if s != "" {
-				v.Set(k, s)
-			}
+}
+
+// pageLink is the query of page p with the overview's filters, leaving out those at
+// their defaults.
+func (o *overview) pageLink(p int) string {
+	v := url.Values{}
+	for k, s := range map[string]string{"q": o.Q, "state": o.StateFilter} {
+		if s != "" {
+			v.Set(k, s)
 		}
-		if o.Group != "instance" {
-			v.Set("group", o.Group)
-		}
-		if o.Size != defaultPageSize {
-			v.Set("size", strconv.Itoa(o.Size))
-		}
-		v.Set("page", strconv.Itoa(p))
-		return "?" + v.Encode()
 	}
-	if o.PageNo > 1 {
-		o.Prev = link(o.PageNo - 1)
+	if o.Group != "instance" {
+		v.Set("group", o.Group)
 	}
-	if o.PageNo < o.Pages {
-		o.Next = link(o.PageNo + 1)
+	if o.Size != defaultPageSize {
+		v.Set("size", strconv.Itoa(o.Size))
 	}
-	return o
+	v.Set("page", strconv.Itoa(p))
+	return "?" + v.Encode()
 }
 
 // matches reports whether a task passes the overview's search (case-insensitive, in

@@ -1,14 +1,12 @@
 package eddy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -73,78 +71,101 @@ func (c *console) serveStores(w http.ResponseWriter, r *http.Request) {
 
 // runStoreQuery asks the query routes what the form says and fills p's rows.
 func (c *console) runStoreQuery(r *http.Request, st *graph.Store, p *storesPage) error {
-	base := "/stores/" + url.PathEscape(st.Name)
-	v := url.Values{}
-	set := func(k, s string) {
-		if s != "" {
-			v.Set(k, s)
-		}
-	}
 	if st.Kind == graph.KindKeyValue {
-		switch p.Op {
-		case "", "get":
-			p.Op = "get"
-			if p.Key == "" {
-				return errors.New("key: give the key to look up")
-			}
-			path := base + "/keys/" + url.PathEscape(p.Key)
-			p.Query = path
-			code, hdr, body := c.ask(r, path, nil)
-			if code == http.StatusNotFound {
-				p.Warnings = append(p.Warnings, fmt.Sprintf("no key %q in store %q", p.Key, st.Name))
-				return nil
-			}
-			if code != http.StatusOK {
-				return answerError(code, body)
-			}
-			var ans struct {
-				Value json.RawMessage `json:"value"`
-			}
-			if err := json.Unmarshal(body, &ans); err != nil {
-				return fmt.Errorf("the answer does not decode: %w", err)
-			}
-			served := hdr.Get(servedByHeader)
-			if served == "" {
-				served = c.page("").Self
-			}
-			p.Rows = append(p.Rows, storeRow{Key: p.Key, Value: compactJSON(ans.Value), ServedBy: served})
-			return nil
-		case "range":
-			set("from", p.From)
-			set("to", p.To)
-		case "prefix":
-			set("prefix", p.Prefix)
-		case "all":
-		default:
-			return fmt.Errorf("op: %q is not get, range, prefix or all", p.Op)
-		}
-		set("limit", p.Limit)
-		return c.scanAll(r, st, base+"/keys", v, p, "entries")
+		return c.runKeyValueQuery(r, st, p)
 	}
+	return c.runWindowQuery(r, st, p)
+}
+
+// runKeyValueQuery looks a key up (op get, the default) or scans the store (range,
+// prefix, all).
+func (c *console) runKeyValueQuery(r *http.Request, st *graph.Store, p *storesPage) error {
+	v := url.Values{}
+	switch p.Op {
+	case "", "get":
+		p.Op = "get"
+		return c.getKey(r, st, p)
+	case "range":
+		setNonEmpty(v, "from", p.From)
+		setNonEmpty(v, "to", p.To)
+	case "prefix":
+		setNonEmpty(v, "prefix", p.Prefix)
+	case "all":
+	default:
+		return fmt.Errorf("op: %q is not get, range, prefix or all", p.Op)
+	}
+	setNonEmpty(v, "limit", p.Limit)
+	return c.scanAll(r, st, storePath(st)+"/keys", v, p, "entries")
+}
+
+// getKey asks for the form's key; a missing key is a warning, not an error.
+func (c *console) getKey(r *http.Request, st *graph.Store, p *storesPage) error {
+	if p.Key == "" {
+		return errors.New("key: give the key to look up")
+	}
+	path := storePath(st) + "/keys/" + url.PathEscape(p.Key)
+	p.Query = path
+	code, hdr, body := c.ask(r, path, nil)
+	if code == http.StatusNotFound {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("no key %q in store %q", p.Key, st.Name))
+		return nil
+	}
+	if code != http.StatusOK {
+		return answerError(code, body)
+	}
+	var ans struct {
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return fmt.Errorf("the answer does not decode: %w", err)
+	}
+	p.Rows = append(p.Rows, storeRow{Key: p.Key, Value: compactJSON(ans.Value), ServedBy: c.servedBy(hdr)})
+	return nil
+}
+
+// runWindowQuery reads the windows (sessions) of the form's key (op key, the default)
+// or of every key (all) in the form's time range.
+func (c *console) runWindowQuery(r *http.Request, st *graph.Store, p *storesPage) error {
 	kinds := st.Kind + "s"
-	set("from", p.From)
-	set("to", p.To)
+	v := url.Values{}
+	setNonEmpty(v, "from", p.From)
+	setNonEmpty(v, "to", p.To)
 	switch p.Op {
 	case "", "key":
 		p.Op = "key"
 		if p.Key == "" {
 			return errors.New("key: give the key whose " + kinds + " to read")
 		}
-		path := base + "/" + kinds + "/" + url.PathEscape(p.Key)
+		path := storePath(st) + "/" + kinds + "/" + url.PathEscape(p.Key)
 		p.Query = path + "?" + v.Encode()
 		code, hdr, body := c.ask(r, path, v)
 		if code != http.StatusOK {
 			return answerError(code, body)
 		}
-		served := hdr.Get(servedByHeader)
-		if served == "" {
-			served = c.page("").Self
-		}
-		return addWindowRows(p, body, kinds, served)
+		return addWindowRows(p, body, kinds, c.servedBy(hdr))
 	case "all":
-		return c.scanAll(r, st, base+"/"+kinds, v, p, kinds)
+		return c.scanAll(r, st, storePath(st)+"/"+kinds, v, p, kinds)
 	}
 	return fmt.Errorf("op: %q is not key or all", p.Op)
+}
+
+// storePath is the query routes' path of st.
+func storePath(st *graph.Store) string { return "/stores/" + url.PathEscape(st.Name) }
+
+// setNonEmpty sets a query parameter the form filled in, and leaves out an empty one.
+func setNonEmpty(v url.Values, k, s string) {
+	if s != "" {
+		v.Set(k, s)
+	}
+}
+
+// servedBy is the instance that answered a query: the one a forwarded query names,
+// else this one.
+func (c *console) servedBy(hdr http.Header) string {
+	if served := hdr.Get(servedByHeader); served != "" {
+		return served
+	}
+	return c.page("").Self
 }
 
 // scanAll asks this instance and, for a store partitioned over the group, every
@@ -161,30 +182,36 @@ func (c *console) scanAll(r *http.Request, st *graph.Store, path string, v url.V
 	}
 	if rt := c.h.app.rt.Load(); rt != nil && !st.Global && r.Header.Get(forwardedHeader) == "" {
 		_, hosts := rt.registry.owners()
-		var others []string
-		for host := range hosts {
-			if host != c.h.app.cfg.AdvertisedAddr {
-				others = append(others, host)
-			}
-		}
-		sort.Strings(others)
-		for _, host := range others {
-			var body []byte
-			var err error
-			if validOwner(host) {
-				body, err = c.fetch(r, host, path, v)
-			} else {
-				err = fmt.Errorf("instance address %q is not host:port", host)
-			}
-			if err == nil {
-				err = addScanRows(p, body, list, host)
-			}
-			if err != nil {
-				c.h.log.Warn("console: an instance did not answer a scan", "instance", host, "path", path, "error", err)
-				p.Warnings = append(p.Warnings, fmt.Sprintf("instance %s did not answer: the list lacks its partitions", host))
-			}
+		for _, host := range c.otherInstances(hosts) {
+			c.scanInstance(r, host, path, v, p, list)
 		}
 	}
+	mergeRows(p)
+	return nil
+}
+
+// scanInstance adds another instance's answer to the scan; when it does not answer,
+// the page warns that the list lacks its partitions.
+func (c *console) scanInstance(r *http.Request, host, path string, v url.Values, p *storesPage, list string) {
+	var body []byte
+	var err error
+	if validOwner(host) {
+		body, err = c.fetch(r, host, path, v)
+	} else {
+		err = fmt.Errorf("instance address %q is not host:port", host)
+	}
+	if err == nil {
+		err = addScanRows(p, body, list, host)
+	}
+	if err != nil {
+		c.h.log.Warn("console: an instance did not answer a scan", "instance", host, "path", path, "error", err)
+		p.Warnings = append(p.Warnings, fmt.Sprintf("instance %s did not answer: the list lacks its partitions", host))
+	}
+}
+
+// mergeRows orders the instances' rows by key (windows by start, then key) and cuts a
+// key scan to its limit, as one instance's answer would be.
+func mergeRows(p *storesPage) {
 	slices.SortStableFunc(p.Rows, func(x, y storeRow) int {
 		if x.Start != y.Start && p.Windowed {
 			return strings.Compare(x.Start, y.Start)
@@ -198,97 +225,4 @@ func (c *console) scanAll(r *http.Request, st *graph.Store, path string, v url.V
 	if !p.Windowed && len(p.Rows) > limit {
 		p.Rows, p.Truncated = p.Rows[:limit], true
 	}
-	return nil
 }
-
-func addScanRows(p *storesPage, body []byte, list, servedBy string) error {
-	if list != "entries" {
-		return addWindowRows(p, body, list, servedBy)
-	}
-	var ans struct {
-		Entries []struct {
-			Key   json.RawMessage `json:"key"`
-			Value json.RawMessage `json:"value"`
-		} `json:"entries"`
-		Truncated bool `json:"truncated"`
-	}
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return fmt.Errorf("the answer of %s does not decode: %w", servedBy, err)
-	}
-	p.Truncated = p.Truncated || ans.Truncated
-	for _, e := range ans.Entries {
-		p.Rows = append(p.Rows, storeRow{Key: keyText(e.Key), Value: compactJSON(e.Value), ServedBy: servedBy})
-	}
-	return nil
-}
-
-func addWindowRows(p *storesPage, body []byte, list, servedBy string) error {
-	var ans map[string]json.RawMessage
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return fmt.Errorf("the answer of %s does not decode: %w", servedBy, err)
-	}
-	var ws []struct {
-		Key       json.RawMessage `json:"key"`
-		StartTime string          `json:"startTime"`
-		EndTime   string          `json:"endTime"`
-		Value     json.RawMessage `json:"value"`
-	}
-	if err := json.Unmarshal(ans[list], &ws); err != nil {
-		return fmt.Errorf("the answer of %s does not decode: %w", servedBy, err)
-	}
-	for _, w := range ws {
-		p.Rows = append(p.Rows, storeRow{Key: keyText(w.Key), Start: w.StartTime, End: w.EndTime, Value: compactJSON(w.Value), ServedBy: servedBy})
-	}
-	return nil
-}
-
-// keyText shows a JSON key as text: a string as it is, anything else as JSON.
-func keyText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return compactJSON(raw)
-}
-
-func compactJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
-}
-
-// answerError turns a query route's error answer into the message to show.
-func answerError(code int, body []byte) error {
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		return fmt.Errorf("%s (HTTP %d)", e.Error, code)
-	}
-	return fmt.Errorf("HTTP %d", code)
-}
-
-// ask runs a query route of this handler for the console, with the console request's
-// credentials and context.
-func (c *console) ask(r *http.Request, path string, v url.Values) (int, http.Header, []byte) {
-	req := r.Clone(r.Context())
-	req.URL = &url.URL{Path: path, RawQuery: v.Encode()}
-	req.RequestURI = req.URL.RequestURI()
-	req.Pattern = ""
-	rec := &recorder{header: http.Header{}, code: http.StatusOK}
-	c.h.mux.ServeHTTP(rec, req)
-	return rec.code, rec.header, rec.body.Bytes()
-}
-
-// recorder keeps an answer of the handler's own routes.
-type recorder struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) WriteHeader(code int)        { r.code = code }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }

@@ -1,10 +1,8 @@
 package eddy
 
 import (
-	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/internal/names"
@@ -94,95 +92,6 @@ func (c *console) serveDOT(w http.ResponseWriter, r *http.Request) {
 type graphRates struct {
 	subs  map[int]float64
 	nodes map[string]float64
-}
-
-// consoleDOT draws g for the console, with rates if not nil. Node IDs are "node:NAME",
-// "store:NAME" and "topic:NAME", which Graphviz writes as each SVG node's title.
-func consoleDOT(g *graph.Graph, appID string, rates *graphRates) string {
-	var sb strings.Builder
-	sb.WriteString("digraph topology {\n  rankdir=LR; bgcolor=\"transparent\"; nodesep=0.3; ranksep=0.45;\n")
-	sb.WriteString("  node [fontname=\"Helvetica,Arial,sans-serif\", fontsize=11, style=filled, fillcolor=\"#ffffff\", color=\"#55606e\"];\n")
-	sb.WriteString("  edge [color=\"#55606e\", arrowsize=0.7];\n")
-	topics := map[string]bool{}
-	topic := func(name, kind string) {
-		if topics[name] {
-			return
-		}
-		topics[name] = true
-		fill := "#e8f1fb"
-		switch kind {
-		case "repartition":
-			fill = "#fdf1dc"
-		case "changelog":
-			fill = "#eeeeee"
-		}
-		fmt.Fprintf(&sb, "  %q [shape=ellipse, fillcolor=%q, label=%q, tooltip=%q];\n", "topic:"+name, fill, name, kind+" topic "+name)
-	}
-	for _, s := range g.Subtopologies {
-		label := fmt.Sprintf("Sub-topology %d", s.ID)
-		if rates != nil {
-			label += fmt.Sprintf(" · %s rec/s in", formatRate(rates.subs[s.ID]))
-		}
-		fmt.Fprintf(&sb, "  subgraph cluster_%d {\n    label=%q; labeljust=l; fontname=\"Helvetica,Arial,sans-serif\"; fontsize=12; style=\"rounded\"; color=\"#9aa5b1\";\n", s.ID, label)
-		for _, n := range s.Nodes {
-			shape, fill := "box", "#ffffff"
-			switch n.Kind {
-			case graph.Source:
-				shape, fill = "invhouse", "#dff3e4"
-			case graph.Sink:
-				shape, fill = "house", "#fbe3e3"
-			}
-			label := n.Kind.String() + "\n" + n.Name
-			if rates != nil {
-				label += "\n" + formatRate(rates.nodes[n.Name]) + "/s"
-			}
-			fmt.Fprintf(&sb, "    %q [shape=%s, fillcolor=%q, label=%q];\n", "node:"+n.Name, shape, fill, label)
-		}
-		for _, st := range s.Stores {
-			fmt.Fprintf(&sb, "    %q [shape=cylinder, fillcolor=\"#f3eafc\", label=%q];\n", "store:"+st.Name, "store\n"+st.Name)
-		}
-		sb.WriteString("  }\n")
-		for _, n := range s.Nodes {
-			for _, ch := range n.Children {
-				fmt.Fprintf(&sb, "  %q -> %q;\n", "node:"+n.Name, "node:"+ch)
-			}
-			for _, st := range n.Stores {
-				fmt.Fprintf(&sb, "  %q -> %q [dir=both, style=dashed];\n", "node:"+n.Name, "store:"+st)
-			}
-			kind := "input"
-			if n.Internal {
-				kind = "repartition"
-			} else if n.Kind == graph.Sink {
-				kind = "output"
-			}
-			for _, tp := range n.TopicNames(appID) {
-				topic(tp, kind)
-				if n.Kind == graph.Source {
-					fmt.Fprintf(&sb, "  %q -> %q;\n", "topic:"+tp, "node:"+n.Name)
-				} else {
-					fmt.Fprintf(&sb, "  %q -> %q;\n", "node:"+n.Name, "topic:"+tp)
-				}
-			}
-		}
-		for _, st := range s.Stores {
-			switch {
-			case st.SourceTopic != "":
-				topic(st.SourceTopic, "input")
-				fmt.Fprintf(&sb, "  %q -> %q [style=dotted, arrowhead=none, tooltip=\"its changelog is its source topic\"];\n", "store:"+st.Name, "topic:"+st.SourceTopic)
-			case st.Logged:
-				cl := names.ChangelogTopic(appID, st.Name)
-				topic(cl, "changelog")
-				fmt.Fprintf(&sb, "  %q -> %q [style=dotted];\n", "store:"+st.Name, "topic:"+cl)
-			}
-		}
-	}
-	for _, gs := range g.GlobalStores {
-		topic(gs.Topic, "input")
-		fmt.Fprintf(&sb, "  %q [shape=cylinder, fillcolor=\"#f3eafc\", label=%q];\n", "store:"+gs.Store.Name, "global store\n"+gs.Store.Name)
-		fmt.Fprintf(&sb, "  %q -> %q;\n", "topic:"+gs.Topic, "store:"+gs.Store.Name)
-	}
-	sb.WriteString("}\n")
-	return sb.String()
 }
 
 // consoleNodeIDs lists the graph node IDs of a topology as the console draws it, for
