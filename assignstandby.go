@@ -21,67 +21,27 @@ func assignStandbys(tasks []processor.TaskID, n int, ids []string, subs map[stri
 	if len(ids) == 0 || n <= 0 {
 		return out, nil
 	}
-	runs := map[processor.TaskID]string{}
-	for id, ts := range active {
-		for _, t := range ts {
-			runs[t] = id
-		}
-	}
+	p := &standbyPlacement{n: n, ids: ids, subs: subs, active: active, runs: runningMember(active),
+		has: map[processor.TaskID]map[string]bool{}, out: out}
 	prev := keptStandbys(ids, subs)
 	_, holders := claims(ids, subs)
-	total := 0
-	for range tasks {
-		total += min(n, len(ids)-1)
-	}
+	// Every task has min(n, members-1) standbys to place, spread evenly.
+	total := len(tasks) * min(n, len(ids)-1)
 	capacity := (total + len(ids) - 1) / len(ids)
-	has := map[processor.TaskID]map[string]bool{}
-	// spread: only members on a rack the task uses nowhere yet (rackFree); the second
-	// pass places what the first could not, anywhere.
-	spread := true
-	fits := func(id string, t processor.TaskID) bool {
-		return id != runs[t] && !has[t][id] && (!spread || rackFree(subs, id, runs[t], has[t]))
-	}
-	give := func(id string, t processor.TaskID, limit int) bool {
-		if !fits(id, t) || len(has[t]) >= n || len(out[id]) >= limit {
-			return false
-		}
-		if has[t] == nil {
-			has[t] = map[string]bool{}
-		}
-		has[t][id] = true
-		out[id] = append(out[id], t)
-		return true
-	}
-	load := func(id string) int { return len(out[id]) + len(active[id]) }
-	for _, spread = range []bool{true, false} {
-		for _, t := range tasks {
-			for _, id := range prev[t] {
-				give(id, t, capacity)
-			}
-		}
-		for _, t := range tasks {
-			for _, id := range holders[t] {
-				give(id, t, capacity)
-			}
-		}
+	// The first pass places only on members on a rack the task uses nowhere yet
+	// (rackFree); the second places what the first could not, anywhere.
+	for _, spread := range []bool{true, false} {
+		p.spread = spread
+		p.giveEach(tasks, prev, capacity)
+		p.giveEach(tasks, holders, capacity)
 		for _, limit := range []int{capacity, len(tasks)} {
 			for _, t := range tasks {
-				for len(has[t]) < n {
-					best := ""
-					for _, id := range ids {
-						if fits(id, t) && len(out[id]) < limit && (best == "" || load(id) < load(best)) {
-							best = id
-						}
-					}
-					if best == "" || !give(best, t, limit) {
-						break
-					}
-				}
+				p.fillLeastLoaded(t, limit)
 			}
 		}
 	}
 	for _, t := range tasks {
-		if len(has[t]) < n {
+		if len(p.has[t]) < n {
 			short = append(short, t)
 		}
 	}
@@ -89,6 +49,76 @@ func assignStandbys(tasks []processor.TaskID, n int, ids []string, subs map[stri
 		slices.SortFunc(out[id], compareTasks)
 	}
 	return out, short
+}
+
+// standbyPlacement is the state of assignStandbys.
+type standbyPlacement struct {
+	n      int // standbys wanted per task
+	ids    []string
+	subs   map[string]subscriptionData
+	active map[string][]processor.TaskID        // member → its active tasks
+	runs   map[processor.TaskID]string          // task → the member running it
+	has    map[processor.TaskID]map[string]bool // task → the members given a standby of it
+	out    map[string][]processor.TaskID        // member → its standbys
+	spread bool                                 // only on racks the task uses nowhere yet
+}
+
+// runningMember maps each task to the member the actives' plan runs it on.
+func runningMember(active map[string][]processor.TaskID) map[processor.TaskID]string {
+	runs := map[processor.TaskID]string{}
+	for id, ts := range active {
+		for _, t := range ts {
+			runs[t] = id
+		}
+	}
+	return runs
+}
+
+// fits reports whether member id may keep a standby of t: it does not run t, has none
+// of it yet, and, in the spreading pass, is on a rack free of t.
+func (p *standbyPlacement) fits(id string, t processor.TaskID) bool {
+	return id != p.runs[t] && !p.has[t][id] && (!p.spread || rackFree(p.subs, id, p.runs[t], p.has[t]))
+}
+
+// give places a standby of t on member id if it fits, t still wants one, and id has
+// fewer than limit; it reports whether it did.
+func (p *standbyPlacement) give(id string, t processor.TaskID, limit int) bool {
+	if !p.fits(id, t) || len(p.has[t]) >= p.n || len(p.out[id]) >= limit {
+		return false
+	}
+	if p.has[t] == nil {
+		p.has[t] = map[string]bool{}
+	}
+	p.has[t][id] = true
+	p.out[id] = append(p.out[id], t)
+	return true
+}
+
+// giveEach offers each task's standbys to the members candidates lists for it, in
+// their order.
+func (p *standbyPlacement) giveEach(tasks []processor.TaskID, candidates map[processor.TaskID][]string, capacity int) {
+	for _, t := range tasks {
+		for _, id := range candidates[t] {
+			p.give(id, t, capacity)
+		}
+	}
+}
+
+// fillLeastLoaded gives t's missing standbys, one at a time, to the fitting member
+// below limit with the fewest tasks, standbys and actives together.
+func (p *standbyPlacement) fillLeastLoaded(t processor.TaskID, limit int) {
+	load := func(id string) int { return len(p.out[id]) + len(p.active[id]) }
+	for len(p.has[t]) < p.n {
+		best := ""
+		for _, id := range p.ids {
+			if p.fits(id, t) && len(p.out[id]) < limit && (best == "" || load(id) < load(best)) {
+				best = id
+			}
+		}
+		if best == "" || !p.give(best, t, limit) {
+			break
+		}
+	}
 }
 
 // keptStandbys maps each task to the members that kept a standby of it in the last
