@@ -2,7 +2,6 @@ package eddy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,14 +10,10 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/graph"
-	"github.com/eddy-streams/eddy/internal/kafkaerr"
 	"github.com/eddy-streams/eddy/internal/metrics"
 	"github.com/eddy-streams/eddy/internal/names"
 	"github.com/eddy-streams/eddy/internal/restore"
@@ -166,20 +161,6 @@ func (rt *runtime) useAssignor() {
 	rt.sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{rt.assignor}
 }
 
-// registerMetrics registers the runtime's metrics with Config.Metrics, if set.
-func (rt *runtime) registerMetrics() error {
-	if rt.cfg.Metrics == nil {
-		return nil
-	}
-	reg := prometheus.WrapRegistererWith(prometheus.Labels{"application_id": rt.cfg.ApplicationID}, rt.cfg.Metrics)
-	m, err := metrics.New(reg, rt.snapshot)
-	if err != nil {
-		return fmt.Errorf("eddy: register metrics: %w", err)
-	}
-	rt.metrics = m
-	return nil
-}
-
 // connect makes the runtime's clients: one for the group, metadata and offsets (and the
 // admin on it), one for changelog reads, apart from the group's long polls.
 func (rt *runtime) connect() error {
@@ -240,75 +221,6 @@ func (rt *runtime) fail(err error) {
 	})
 }
 
-// run joins the group and consumes until ctx ends or a fatal error.
-func (rt *runtime) run(parent context.Context) error {
-	ctx, stop := context.WithCancelCause(parent)
-	defer stop(nil)
-	rt.mu.Lock()
-	rt.stop = stop
-	rt.mu.Unlock()
-	if rt.fatalErr != nil {
-		return rt.fatalErr
-	}
-
-	// Global stores first: tasks start with them up to date (Kafka Streams bootstraps
-	// global state before its stream threads start).
-	if err := rt.startGlobal(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	defer rt.stopGlobal()
-	purgeCtx, stopPurging := context.WithCancel(ctx)
-	var purging sync.WaitGroup
-	purging.Go(func() { rt.purger.run(purgeCtx) })
-	defer func() {
-		stopPurging()
-		purging.Wait()
-	}()
-	group, err := sarama.NewConsumerGroupFromClient(rt.cfg.ApplicationID, rt.client)
-	if err != nil {
-		return fmt.Errorf("eddy: consumer group: %w", err)
-	}
-	errsDone := make(chan struct{})
-	go func() {
-		defer close(errsDone)
-		for err := range group.Errors() {
-			// A fetch refused for want of READ on a topic is retried by sarama for
-			// ever, each refusal reported here: stop instead.
-			if refused(err) {
-				rt.fail(fmt.Errorf("eddy: consumer group %q: %w", rt.cfg.ApplicationID, err))
-				continue
-			}
-			if fencedInstance(err) {
-				rt.fail(rt.fencedInstanceErr(err))
-				continue
-			}
-			rt.logger.Warn("consumer group", "error", kafkaerr.Explain(err))
-		}
-	}()
-	rt.logger.Info("starting", "guarantee", rt.cfg.Guarantee.String(), "topics", rt.topics, "state_dir", rt.appDir, "group_instance_id", rt.cfg.InstanceID)
-	rt.consume(ctx, group)
-	rt.stopping.Store(true)
-	if rt.cfg.InstanceID != "" {
-		// sarama sends no LeaveGroup for a static member (KIP-345): the member stays
-		// until its session times out, and an instance back with the same InstanceID
-		// before then takes its tasks back without a rebalance.
-		rt.logger.Info("stopping: staying in the group as a static member", "group_instance_id", rt.cfg.InstanceID)
-	} else {
-		rt.logger.Info("stopping: leaving the group")
-	}
-	if err := group.Close(); err != nil {
-		rt.logger.Warn("closing the consumer group", "error", err)
-	}
-	<-errsDone
-	if rt.fatalErr != nil {
-		return rt.fatalErr
-	}
-	return nil
-}
-
 // newTask makes the runner of a task newly assigned to this instance.
 func (rt *runtime) newTask(id processor.TaskID) *taskRunner {
 	return newTaskRunner(rt, rt.settings, id)
@@ -325,89 +237,4 @@ func (rt *runtime) taskFor(topic string, partition int32) *taskRunner {
 		return nil
 	}
 	return rt.task(processor.TaskID{Subtopology: s.ID, Partition: partition})
-}
-
-// snapshot reports states and levels to the metrics at scrape time.
-func (rt *runtime) snapshot() metrics.Snapshot {
-	s := metrics.Snapshot{AppState: string(rt.app.State()), States: allStates, TaskStates: map[string]int{}}
-	for st := taskCreated; st < taskClosed; st++ {
-		s.TaskStates[st.String()] = 0
-	}
-	for _, t := range rt.registry.all() {
-		st := taskState(t.state.Load())
-		if st == taskClosed {
-			continue
-		}
-		s.TaskStates[st.String()]++
-		if st == taskRunning {
-			for topic, lag := range t.inbox.lag() {
-				s.Lag = append(s.Lag, metrics.PartitionLag{Topic: topic, Partition: t.id.Partition, Lag: lag})
-			}
-		}
-		if levels := t.bufferKeys.Load(); levels != nil {
-			for store, n := range *levels {
-				s.BufferKeys = append(s.BufferKeys, metrics.StoreLevel{Task: t.id.String(), Store: store, Value: float64(n)})
-			}
-		}
-	}
-	sbs := rt.standbyInfos()
-	warm := rt.assignor.warmups()
-	s.TaskStates["standby"], s.TaskStates["warm-up"] = 0, 0
-	for _, sb := range sbs {
-		if warm[sb.ID] {
-			s.TaskStates["warm-up"]++
-		} else {
-			s.TaskStates["standby"]++
-		}
-	}
-	for _, sb := range sbs {
-		for store, lag := range sb.Lag {
-			s.StandbyLag = append(s.StandbyLag, metrics.StoreLevel{Task: sb.ID.String(), Store: store, Value: float64(lag)})
-		}
-		if !sb.CaughtUp.IsZero() {
-			s.StandbyAge = append(s.StandbyAge, metrics.StoreLevel{Task: sb.ID.String(), Value: time.Since(sb.CaughtUp).Seconds()})
-		}
-	}
-	return s
-}
-
-// consume runs group sessions until ctx ends, the group closes or the broker refuses
-// the group's principal; a session that ends otherwise is joined again with backoff.
-func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
-	h := &groupHandler{rt: rt}
-	var rejoin backoff.Backoff
-	for ctx.Err() == nil {
-		sessCtx, cancel := context.WithCancel(ctx)
-		rt.mu.Lock()
-		rt.cancelSession = cancel
-		rt.mu.Unlock()
-		err := group.Consume(sessCtx, rt.topics, h)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err == nil {
-			rejoin.Reset()
-			continue
-		}
-		if errors.Is(err, sarama.ErrClosedConsumerGroup) {
-			return
-		}
-		// A refusal does not pass with time: rejoining would retry it for ever.
-		if refused(err) {
-			rt.fail(fmt.Errorf("eddy: consumer group %q: %w", rt.cfg.ApplicationID, err))
-			return
-		}
-		if sessionTimeoutRefused(err) {
-			rt.fail(rt.sessionTimeoutErr(err))
-			return
-		}
-		if fencedInstance(err) {
-			rt.fail(rt.fencedInstanceErr(err))
-			return
-		}
-		delay := rejoin.Next()
-		rt.logger.Warn("consumer group session ended; rejoining", "error", kafkaerr.Explain(err), "backoff", delay)
-		_ = backoff.Sleep(ctx, delay)
-	}
 }
