@@ -45,8 +45,15 @@ type standbyTask struct {
 	lag        map[string]int64
 	checkpoint map[string]int64
 	restored   int64
-	// caughtUp is when the last round found every store at its changelog's end;
-	// rounds counts finished rounds (every store read to the end offset it took).
+	// caughtUp is when the last finished round began: it read every store to its
+	// changelog's end (last stable offset) as it found it, so the standby holds every
+	// change committed before then (behind an open transaction: up to its first
+	// record). Not "the last round that found nothing to read": with input flowing, a
+	// round every standbyPollInterval always finds the commits made since the last
+	// one, so the replica never showed as caught up (state restoring, its age metric
+	// growing without bound) while it trailed by half a second — and a test waiting
+	// for a caught-up standby timed out in CI whenever its standbys started after the
+	// input began to flow. rounds counts finished rounds.
 	caughtUp time.Time
 	rounds   int64
 	err      error // the last round's failure, nil once a round succeeds
@@ -272,7 +279,7 @@ const storeRebuildStandbyMsg = "the store's segments were cut with another reten
 
 // round reads every store's changelog from its checkpoint to the last stable offset.
 func (s *standbyTask) round(ctx context.Context, rt *runtime, stores []standbyStore) error {
-	caughtUp := true
+	roundBegan := time.Now()
 	for _, st := range stores {
 		r := rt.restorer()
 		r.Tail = true
@@ -292,14 +299,11 @@ func (s *standbyTask) round(ctx context.Context, rt *runtime, stores []standbySt
 		if err != nil {
 			return fmt.Errorf("standby of task %s: changelog %q partition %d: %w", s.id, st.topic, s.id.Partition, err)
 		}
-		caughtUp = caughtUp && res.To <= res.From
 	}
 	s.mu.Lock()
 	s.err = nil
 	s.rounds++
-	if caughtUp {
-		s.caughtUp = time.Now()
-	}
+	s.caughtUp = roundBegan
 	s.mu.Unlock()
 	return nil
 }

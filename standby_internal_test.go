@@ -3,10 +3,12 @@ package eddy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,5 +145,88 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// A standby tailing a changelog that grows all the time (input flowing, a commit every
+// 100 ms) is caught up as of the start of its last round: every round reads to the end
+// it finds, so it shows as running and its age stays about a round. Before, caught up
+// meant "a round found nothing to read", which never happened while records kept
+// coming: the standby stayed "restoring" and its age unset, and
+// TestStandbyTakesOverWithTheTail timed out in CI whenever the standbys started after
+// its input began to flow.
+func TestStandbyCaughtUpWhileItsChangelogGrows(t *testing.T) {
+	topo, err := wordcount.Topology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := graph.Of(topo)
+	c := kafkatest.Embedded(t)
+	client, err := sarama.NewClient(c.Addrs(), kafkatest.NewSaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	rt := &runtime{g: g, appDir: t.TempDir(), registry: newTaskRegistry(), logger: slog.New(slog.DiscardHandler),
+		assignor: newAssignor(g, "app"), cfg: Config{ApplicationID: c.Unique("app")}}
+	rt.restoreProto = &restore.Restorer{Client: client, Logger: rt.logger, StableWait: time.Second}
+	topic := names.ChangelogTopic(rt.cfg.ApplicationID, wordcount.StoreName)
+	if err := c.CreateTopic(ctxTest(t), topic, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A record every 20 ms from before the standby starts until the test ends: no
+	// round of the standby (every 500 ms) can find its changelog without new records.
+	ctx, stop := context.WithCancel(context.Background())
+	produced := make(chan error, 1)
+	var n int64
+	go func() {
+		for i := 0; ; i++ {
+			msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("w%d", i%50)), Value: sarama.ByteEncoder(make([]byte, 8))}
+			if err := c.Produce(ctx, topic, msg); err != nil {
+				produced <- err
+				return
+			}
+			atomic.AddInt64(&n, 1)
+			select {
+			case <-ctx.Done():
+				produced <- nil
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() {
+		stop()
+		if err := <-produced; err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+	}()
+	waitUntil(t, "the first records on the changelog", func() bool { return atomic.LoadInt64(&n) > 0 })
+	started := time.Now()
+	id := processor.TaskID{Subtopology: 1, Partition: 0}
+	rt.reconcileStandbys([]processor.TaskID{id})
+	defer rt.reconcileStandbys(nil)
+	// Three finished rounds: every one found records to read, the producer never stopped.
+	var sb standbyInfo
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		infos := rt.standbyInfos()
+		if len(infos) != 1 {
+			t.Fatalf("standbys %v; want one of %s", infos, id)
+		}
+		if sb = infos[0]; sb.Rounds >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the standby finished %d rounds in a minute (last error %v)", sb.Rounds, sb.Err)
+		}
+	}
+	if sb.Restored == 0 {
+		t.Fatalf("the standby applied no records in %d rounds", sb.Rounds)
+	}
+	if sb.CaughtUp.IsZero() || sb.CaughtUp.Before(started) {
+		t.Fatalf("after %d rounds that each read the changelog to its end (%d records applied), the standby's caught-up time is %v (started %v); want the start of its last round", sb.Rounds, sb.Restored, sb.CaughtUp, started)
+	}
+	if view := sb.view(rt); view.Role != "standby" || view.State != "running" {
+		t.Fatalf("/tasks shows the standby as %q %q; want standby running", view.Role, view.State)
 	}
 }

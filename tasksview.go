@@ -55,9 +55,10 @@ type TaskView struct {
 	// (running tasks; a transactional topic shows about one record, the commit marker).
 	InputLag map[string]int64 `json:"input_lag,omitempty"`
 	// StandbyRecords counts the changelog records a standby applied since it began
-	// here; CaughtUpAt is when it last found every store at its changelog's end (the
-	// lag in time: a standby caught up a second ago restores at most a second of
-	// changes when it becomes active); StandbyError is the last read's failure, while
+	// here; CaughtUpAt is when its last finished round of reading began: it holds every
+	// change committed before then (the lag in time: a standby caught up a second ago
+	// restores at most a second of changes when it becomes active); "running" once a
+	// first round has finished, "restoring" before; StandbyError is the last read's failure, while
 	// it retries.
 	StandbyRecords int64      `json:"standby_records,omitempty"`
 	CaughtUpAt     *time.Time `json:"caught_up_at,omitempty"`

@@ -54,8 +54,8 @@ type Snapshot struct {
 	BufferKeys []StoreLevel
 	// StandbyLag lists, per store of each standby replica, the changelog offsets it had
 	// left to read at its last read; StandbyAge, per standby (Store empty), the seconds
-	// since it last found every store at its changelog's end (absent before it first
-	// did).
+	// since the start of its last round that read every store to its changelog's end
+	// (it holds every change committed before then; absent before its first round).
 	StandbyLag []StoreLevel
 	StandbyAge []StoreLevel
 }
@@ -333,7 +333,7 @@ var (
 	lagDesc        = prometheus.NewDesc("eddy_consumer_lag_records", "Records left to process per source partition of the running tasks.", []string{"topic", "partition"}, nil)
 	bufferDesc     = prometheus.NewDesc("eddy_store_buffer_keys", "Dirty keys in a store's write buffer, waiting for the next commit.", []string{"task", "store"}, nil)
 	standbyLagDesc = prometheus.NewDesc("eddy_standby_lag_offsets", "Changelog offsets a standby replica's store had left to read at its last read (what a promotion would restore, give or take the changes since).", []string{"task", "store"}, nil)
-	standbyAgeDesc = prometheus.NewDesc("eddy_standby_caught_up_age_seconds", "Seconds since a standby replica last found every store of its task at its changelog's end.", []string{"task"}, nil)
+	standbyAgeDesc = prometheus.NewDesc("eddy_standby_caught_up_age_seconds", "Seconds since the start of a standby replica's last round that read every store of its task to its changelog's end: it holds every change committed before then.", []string{"task"}, nil)
 )
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
