@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	goruntime "runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,46 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-streams/eddy/changelog"
-	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
-)
-
-// Guarantee is the processing guarantee of an application.
-type Guarantee int
-
-const (
-	// ExactlyOnce (the default): output records, changelog records and consumed offsets
-	// of a task are committed together in one Kafka transaction. After any crash the
-	// result equals the result without it: nothing lost, nothing counted twice (for
-	// readers using read_committed).
-	ExactlyOnce Guarantee = iota
-	// AtLeastOnce: no transactions; consumed offsets are committed after the output and
-	// changelog records are acknowledged. Nothing is lost, but after a crash the records
-	// since the last commit are processed again: output can repeat, and stores apply
-	// those records twice (a count can be too high).
-	AtLeastOnce
-)
-
-func (g Guarantee) String() string {
-	if g == AtLeastOnce {
-		return "at-least-once"
-	}
-	return "exactly-once"
-}
-
-// BadRecordPolicy says what happens to an input record that cannot be deserialized.
-type BadRecordPolicy int
-
-const (
-	// FailOnBadRecord stops the application with an error naming the topic, partition
-	// and offset (the default). Nothing past the record is committed.
-	FailOnBadRecord BadRecordPolicy = iota
-	// SkipBadRecord drops the record with a log line and a metric.
-	SkipBadRecord
-	// DeadLetterBadRecord writes the record as it was read to Config.DeadLetterTopic,
-	// with its origin (eddy.dlq.topic, eddy.dlq.partition, eddy.dlq.offset) and the error
-	// (eddy.dlq.error) in headers, inside the task's transaction, and goes on.
-	DeadLetterBadRecord
 )
 
 // Config configures an App. ApplicationID and Brokers are required; every other setting
@@ -293,10 +253,6 @@ type Config struct {
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("eddy: bad config")
 
-// reservedTopicConfigs are the internal topics' configs eddy sets itself
-// (changelog.ChangelogSpec, changelog.RepartitionSpec).
-var reservedTopicConfigs = []string{"cleanup.policy", "retention.ms", "retention.bytes"}
-
 var appIDPattern = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
 func configErr(setting, format string, args ...any) error {
@@ -323,30 +279,11 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.checkWarmups(); err != nil {
 		return c, err
 	}
-	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = -1
+	if err := c.checkInternalTopics(); err != nil {
+		return c, err
 	}
-	if c.ReplicationFactor < -1 {
-		return c, configErr("ReplicationFactor", "%d: want -1 (broker default) or a positive count", c.ReplicationFactor)
-	}
-	for k := range c.InternalTopicConfigs {
-		if slices.Contains(reservedTopicConfigs, k) {
-			return c, configErr("InternalTopicConfigs", "%q is eddy's to set (changelogs are compacted and kept, repartition topics purged by eddy); remove it", k)
-		}
-	}
-	for _, p := range []struct {
-		name   string
-		policy BadRecordPolicy
-	}{{"OnBadRecord", c.OnBadRecord}, {"OnOutputError", c.OnOutputError}, {"OnProcessingError", c.OnProcessingError}} {
-		switch p.policy {
-		case FailOnBadRecord, SkipBadRecord:
-		case DeadLetterBadRecord:
-			if c.DeadLetterTopic == "" {
-				return c, configErr("DeadLetterTopic", "required with %s: DeadLetterBadRecord", p.name)
-			}
-		default:
-			return c, configErr(p.name, "unknown value %d", p.policy)
-		}
+	if err := c.checkPolicies(); err != nil {
+		return c, err
 	}
 	if err := c.Security.validate(); err != nil {
 		return c, err
@@ -387,186 +324,4 @@ func (c *Config) checkAddresses() error {
 		}
 	}
 	return nil
-}
-
-// commitDefaults checks the guarantee and the commit settings and fills in their
-// defaults.
-func (c *Config) commitDefaults() error {
-	switch c.Guarantee {
-	case ExactlyOnce, AtLeastOnce:
-	default:
-		return configErr("Guarantee", "unknown value %d", c.Guarantee)
-	}
-	interval := 100 * time.Millisecond
-	if c.Guarantee == AtLeastOnce {
-		interval = time.Second
-	}
-	if err := defaultDuration("CommitInterval", &c.CommitInterval, interval); err != nil {
-		return err
-	}
-	if c.CommitRecords < 0 {
-		return configErr("CommitRecords", "%d is negative", c.CommitRecords)
-	}
-	if c.CommitRecords == 0 {
-		c.CommitRecords = 10000
-	}
-	if err := defaultDuration("TransactionTimeout", &c.TransactionTimeout, 10*time.Second); err != nil {
-		return err
-	}
-	if c.TransactionTimeout < time.Second {
-		return configErr("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
-	}
-	// A transaction stays open from its first record to the commit, a commit interval
-	// later; the broker aborts one open longer than the transaction timeout, so with the
-	// interval at or above the timeout commits fail and are replayed for ever (issue 26:
-	// it was accepted silently).
-	if c.Guarantee == ExactlyOnce && c.CommitInterval >= c.TransactionTimeout {
-		return configErr("CommitInterval", "%v is at or above TransactionTimeout (%v): a transaction stays open for a commit interval and the broker aborts "+
-			"one open longer than the transaction timeout, so commits would fail; keep CommitInterval well below TransactionTimeout (defaults: 100 ms and 10 s)",
-			c.CommitInterval, c.TransactionTimeout)
-	}
-	if err := defaultDuration("StoreWriteInterval", &c.StoreWriteInterval, time.Second); err != nil {
-		return err
-	}
-	if err := defaultDuration("TaskTimeout", &c.TaskTimeout, defaultTaskTimeout); err != nil {
-		return err
-	}
-	return defaultDuration("RepartitionPurgeInterval", &c.RepartitionPurgeInterval, 30*time.Second)
-}
-
-// defaultTaskTimeout is Config.TaskTimeout's default: Kafka Streams' task.timeout.ms.
-const defaultTaskTimeout = 5 * time.Minute
-
-// defaultDuration refuses a negative duration and gives a zero one its default.
-func defaultDuration(setting string, d *time.Duration, def time.Duration) error {
-	if *d < 0 {
-		return configErr(setting, "%v is negative", *d)
-	}
-	if *d == 0 {
-		*d = def
-	}
-	return nil
-}
-
-// saramaConfig builds the base sarama configuration of the application;
-// autoFetch reports that the per-partition fetch size is eddy's to set (fetchSize).
-func (c Config) saramaConfig() (sc *sarama.Config, autoFetch bool, err error) {
-	sc = sarama.NewConfig()
-	sc.ClientID = c.ApplicationID
-	sc.Version = sarama.V3_9_0_0
-	sc.Consumer.Return.Errors = true
-	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
-	sc.Consumer.IsolationLevel = sarama.ReadCommitted
-	sc.Consumer.Group.Session.Timeout = 10 * time.Second
-	// A member learns of a rebalance at its next heartbeat, and under eager rebalancing
-	// every task stops when its member learns of it and waits for the last member to
-	// learn of it too: at a scale-up 3 -> 4 on real Kafka that wait was up to 1.04 s
-	// with 1 s heartbeats and at most 0.18 s with 250 ms, and the pause of a task that
-	// does not move 0.10-1.36 s against 0.07-0.74 s (BENCHMARKS.md "Availability"). 4
-	// small requests a second per instance cost the coordinator little.
-	sc.Consumer.Group.Heartbeat.Interval = 250 * time.Millisecond
-	sc.Consumer.Group.Rebalance.Timeout = 60 * time.Second
-	sc.Metadata.RefreshFrequency = time.Minute
-	// The fetch size per partition is eddy's to choose (fetchSize) unless the hook
-	// below sets another than sarama's default.
-	sc.Consumer.Fetch.Default = fetchPerPartitionMax
-	if err := c.Security.ApplyTo(sc); err != nil {
-		return nil, false, err
-	}
-	if c.Sarama != nil {
-		c.Sarama(sc)
-	}
-	autoFetch = sc.Consumer.Fetch.Default == fetchPerPartitionMax
-	if err := c.Security.checkSkipVerify(sc); err != nil {
-		return nil, false, err
-	}
-	// A broker holds a JoinGroup until every member has rejoined, up to the rebalance
-	// timeout, but sarama waits Net.ReadTimeout for any response: with a shorter read
-	// timeout a member gives up and joins again while a dead member is still awaited,
-	// and the group can stall (seen on the embedded broker after a SIGKILL). The Java
-	// client gives JoinGroup the rebalance timeout plus 5 s; sarama has one read
-	// timeout, so it gets at least that.
-	if least := sc.Consumer.Group.Rebalance.Timeout + 5*time.Second; sc.Net.ReadTimeout < least {
-		sc.Net.ReadTimeout = least
-	}
-	// What correctness depends on, whatever the hook did:
-	sc.Consumer.IsolationLevel = sarama.ReadCommitted
-	// Under exactly-once the offsets go into the transactions. Under at-least-once a
-	// task marks its offsets once their output is acknowledged, and sarama commits the
-	// marked offsets in the background (and at the end of each session), off the
-	// task's path: a synchronous commit waits behind the consumer's fetch long-polls on
-	// the same connection.
-	sc.Consumer.Offsets.AutoCommit.Enable = c.Guarantee == AtLeastOnce
-	sc.Consumer.Offsets.AutoCommit.Interval = c.CommitInterval
-	sc.Consumer.Return.Errors = true
-	// Static membership is the InstanceID's: a hook setting sarama's own would make a
-	// member eddy does not know is static (its docs and errors would be wrong).
-	sc.Consumer.Group.InstanceId = c.InstanceID
-	if !sc.Version.IsAtLeast(sarama.V2_5_0_0) {
-		return nil, false, configErr("Sarama", "Version %s is below 2.5.0, which exactly-once needs (KIP-447)", sc.Version)
-	}
-	if err := sc.Validate(); err != nil {
-		return nil, false, configErr("Sarama", "%v", err)
-	}
-	return sc, autoFetch, nil
-}
-
-// ProcessError is the error Run returns when a processor, a punctuator or a
-// deserializer (under FailOnBadRecord) fails: it names the task, the node and the
-// record's topic, partition and offset.
-type ProcessError = task.ProcessError
-
-// Headers of a dead-lettered record (DeadLetterBadRecord): where it came from and why.
-const (
-	HeaderDeadLetterTopic     = task.HeaderDLQTopic
-	HeaderDeadLetterPartition = task.HeaderDLQPartition
-	HeaderDeadLetterOffset    = task.HeaderDLQOffset
-	HeaderDeadLetterError     = task.HeaderDLQError
-	HeaderDeadLetterNode      = task.HeaderDLQNode
-	HeaderDeadLetterTask      = task.HeaderDLQTask
-)
-
-// How much a fetch brings per partition, when Config.Sarama leaves
-// Consumer.Fetch.Default at sarama's default: fetchBudget shared by every source
-// partition of the application (fetchSize), within [fetchPerPartitionMin,
-// fetchPerPartitionMax].
-//
-// Why a budget: sarama decodes a partition's whole share of a fetch response into
-// messages before handing out the first (the Java consumer decodes as it polls), at
-// ten to twenty times the bytes for small records, and a partition whose task is
-// behind holds its share until the task has taken it in. Memory therefore grows with
-// partitions × fetch size. At a fixed 256 KiB the 64-partition word count (128 source
-// partitions) peaked at 327–422 MB; at the budget's 32 KiB, 211–248 MB (0.29× Kafka
-// Streams'). A fixed 32 KiB for everyone cost the 8-partition passthrough 15–36% of
-// its throughput instead: small fetches mean more round trips, and sarama has one
-// fetch in flight per broker. The budget gives 8 partitions 512 KiB each and 16 the
-// 256 KiB eddy used before (BENCHMARKS.md, "Fetch size" and "Fetch budget").
-//
-// The count is of all the application's source partitions, as if one instance ran
-// every task: an instance of several holds fewer, so less.
-const (
-	fetchBudget          = 4 << 20
-	fetchPerPartitionMin = 16 << 10
-	fetchPerPartitionMax = 1 << 20 // sarama's default
-)
-
-// fetchSize is the per-partition fetch size for an application of n source partitions.
-func fetchSize(n int) int32 {
-	return int32(min(max(fetchBudget/max(n, 1), fetchPerPartitionMin), fetchPerPartitionMax))
-}
-
-// deadLettering reports whether a policy writes records to DeadLetterTopic.
-func (c *Config) deadLettering() bool {
-	return c.OnBadRecord == DeadLetterBadRecord || c.OnOutputError == DeadLetterBadRecord || c.OnProcessingError == DeadLetterBadRecord
-}
-
-// taskPolicy is a BadRecordPolicy as the task engine knows it.
-func taskPolicy(p BadRecordPolicy) task.ErrorPolicy {
-	switch p {
-	case SkipBadRecord:
-		return task.Skip
-	case DeadLetterBadRecord:
-		return task.DeadLetter
-	}
-	return task.Fail
 }

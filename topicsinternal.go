@@ -4,12 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/internal/topicspec"
 )
+
+// reservedTopicConfigs are the internal topics' configs eddy sets itself
+// (changelog.ChangelogSpec, changelog.RepartitionSpec).
+var reservedTopicConfigs = []string{"cleanup.policy", "retention.ms", "retention.bytes"}
+
+// checkInternalTopics checks the settings of the internal topics eddy creates and
+// fills in their defaults.
+func (c *Config) checkInternalTopics() error {
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = -1
+	}
+	if c.ReplicationFactor < -1 {
+		return configErr("ReplicationFactor", "%d: want -1 (broker default) or a positive count", c.ReplicationFactor)
+	}
+	for k := range c.InternalTopicConfigs {
+		if slices.Contains(reservedTopicConfigs, k) {
+			return configErr("InternalTopicConfigs", "%q is eddy's to set (changelogs are compacted and kept, repartition topics purged by eddy); remove it", k)
+		}
+	}
+	return nil
+}
 
 // internalTopicDetail is how an internal topic is created: its spec's partitions and
 // configs, the configured replication factor, and Config.InternalTopicConfigs (which
