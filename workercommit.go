@@ -77,18 +77,48 @@ func (w *worker) finishSinksOnce(ctx context.Context) error {
 // store is never ahead of its changelog.
 func (w *worker) commit(ctx context.Context) error {
 	start := time.Now()
+	parts, err := w.flushCaches(ctx)
+	if err != nil {
+		return err
+	}
+	if len(parts) == 0 {
+		w.lastCommit = time.Now()
+		for _, t := range w.tasks {
+			t.work.lastCommit = w.lastCommit
+		}
+		return nil
+	}
+	began := time.Now()
+	offsets, fenced, err := w.prepareCommit(ctx, parts)
+	if err != nil {
+		return err
+	}
+	ph, committed, err := w.commitTxn(ctx, start, offsets)
+	if err != nil {
+		return err
+	}
+	if fenced != nil {
+		fenced()
+	}
+	return w.afterCommit(parts, offsets, began, committed, ph)
+}
+
+// flushCaches begins the prepare step: the sink transactions of the last commit finish,
+// the tables' record caches forward into the open transaction, and the write buffers'
+// fill is recorded. It returns the tasks the transaction carries (participants).
+func (w *worker) flushCaches(ctx context.Context) ([]*taskRunner, error) {
 	// The sink transactions of the last commit first: a Kafka transaction must not
 	// commit while an earlier one's sink transactions are unfinished (the session that
 	// failed to finish them ended; this is the commit at the end of the next one, or
 	// at suspend).
 	if err := w.finishSinksOnce(ctx); err != nil {
-		return &taskError{task: w.tasks[0].id, rec: abortTxn, err: err,
+		return nil, &taskError{task: w.tasks[0].id, rec: abortTxn, err: err,
 			op: "commit the sink transactions of the last committed transaction before committing another"}
 	}
 	for _, t := range w.tasks {
 		// The tables' record caches forward into this transaction (or abort it).
 		if err := t.eng.Flush(); err != nil {
-			return err
+			return nil, err
 		}
 		t.reportCaches()
 	}
@@ -98,19 +128,19 @@ func (w *worker) commit(ctx context.Context) error {
 		// task per turn).
 		t.recordBufferKeys()
 	}
-	parts := w.participants()
-	if len(parts) == 0 {
-		w.lastCommit = time.Now()
-		for _, t := range w.tasks {
-			t.work.lastCommit = w.lastCommit
-		}
-		return nil
-	}
-	began := time.Now()
-	offsets := map[string]map[int32]int64{}
+	return w.participants(), nil
+}
+
+// prepareCommit ends the prepare step: each task with work (parts) sends its offsets
+// record and the changelog records of its dirty keys into the transaction, the offsets
+// to commit are gathered from every task, and the sink transactions are pre-committed.
+// Under exactly-once with no offsets to commit it adds one (fenceOffset), and fenced
+// records it once the transaction committed.
+func (w *worker) prepareCommit(ctx context.Context, parts []*taskRunner) (offsets map[string]map[int32]int64, fenced func(), err error) {
+	offsets = map[string]map[int32]int64{}
 	for _, t := range parts {
 		if err := t.prepareWrites(ctx); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	for _, t := range w.tasks {
@@ -121,34 +151,42 @@ func (w *worker) commit(ctx context.Context) error {
 	// the Kafka transaction too (the input is replayed).
 	for _, t := range parts {
 		if err := t.eng.Sinks().Prepare(ctx); err != nil {
-			return &taskError{task: t.id, rec: abortTxn, err: err, op: "pre-commit its sinks"}
+			return nil, nil, &taskError{task: t.id, rec: abortTxn, err: err, op: "pre-commit its sinks"}
 		}
 	}
-	var fenced func()
 	if w.cfg.exactlyOnce && len(offsets) == 0 {
-		var err error
 		if fenced, err = w.fenceOffset(offsets); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
+	return offsets, fenced, nil
+}
+
+// commitTxn is the commit step: the transaction commits with offsets. It returns the
+// times of the prepare step (since start), the flush and the commit, and when the
+// commit ended.
+func (w *worker) commitTxn(ctx context.Context, start time.Time, offsets map[string]map[int32]int64) (ph metrics.CommitPhases, committed time.Time, err error) {
 	// The records in flight first, timed apart from the transaction's own requests
 	// (the commit flushes too, and then finds none).
-	var ph metrics.CommitPhases
 	prepared := time.Now()
 	ph.Prepare = prepared.Sub(start)
 	if err := w.txn.flush(ctx); err != nil {
-		return err
+		return ph, committed, err
 	}
 	flushed := time.Now()
 	ph.Flush = flushed.Sub(prepared)
 	if err := w.txn.commit(ctx, offsets); err != nil {
-		return err
+		return ph, committed, err
 	}
-	committed := time.Now()
+	committed = time.Now()
 	ph.Commit = committed.Sub(flushed)
-	if fenced != nil {
-		fenced()
-	}
+	return ph, committed, nil
+}
+
+// afterCommit is the post-commit step, once the transaction committed: the sinks learn
+// of it, the stores write their buffers (postCommit), and the commit's times since
+// began and its phases (ph, the stores' since committed) are recorded and logged.
+func (w *worker) afterCommit(parts []*taskRunner, offsets map[string]map[int32]int64, began, committed time.Time, ph metrics.CommitPhases) error {
 	for _, t := range parts {
 		t.eng.Sinks().Committed()
 	}
@@ -224,170 +262,4 @@ func (w *worker) participants() []*taskRunner {
 		parts = w.tasks[:1]
 	}
 	return parts
-}
-
-// recover handles an error from processing or committing. A producer error that is
-// abortable aborts the transaction; one with an unknown outcome recreates the producer
-// (settling the transaction), re-reads the committed offsets and restores the stores'
-// tails. Either way the store buffers are discarded and the input every task kept since
-// the last commit is processed again, with backoff between attempts. Other errors are
-// returned: fenced (the tasks moved) or fatal (the application stops). Under
-// at-least-once a producer error ends the session (errReconsume): the input since the
-// last commit is consumed again, and its output may repeat.
-func (w *worker) recover(ctx context.Context, cause error) error {
-	if !recoverable(cause) {
-		if !w.cfg.exactlyOnce || !w.refuseOutputs(cause) {
-			return cause
-		}
-		// An output record the broker refused, for Config.OnOutputError in the replay.
-		cause = &taskError{task: w.tasks[0].id, op: "an output record refused by the broker; replaying to apply Config.OnOutputError", rec: abortTxn, err: cause}
-	}
-	if !w.cfg.exactlyOnce {
-		w.abandon()
-		w.host.requestRejoin(w.sess)
-		return fmt.Errorf("%w: %w", errReconsume, cause)
-	}
-	if w.failingSince.IsZero() {
-		w.failingSince = time.Now()
-	}
-	w.retryDelay.Max = maxRecoverDelay
-	for {
-		w.attempts++
-		attempt := w.attempts
-		rec := classify(cause)
-		if rec != abortTxn && rec != settleTxn {
-			return cause
-		}
-		if attempt > minRecoveries && time.Since(w.failingSince) > recoveryBudget {
-			return fmt.Errorf("%s: giving up after %d attempts over %v: %w", w.name(), attempt-1, time.Since(w.failingSince).Round(time.Second), cause)
-		}
-		if ctx.Err() != nil {
-			return cause
-		}
-		w.logger.Warn("transaction failed; rolling back and replaying its input", "recovery", rec.String(), "error", cause, "attempt", attempt, "records", w.kept())
-		for _, t := range w.tasks {
-			t.metrics.Aborted()
-		}
-		opCtx, cancel := w.opContext()
-		err := w.rollback(opCtx, rec)
-		cancel()
-		if w.retryDelay.Wait(ctx) != nil {
-			if err != nil {
-				return err
-			}
-			return cause
-		}
-		if err != nil {
-			cause = err
-			continue
-		}
-		if cause = w.replay(); cause == nil {
-			return nil
-		}
-	}
-}
-
-// name is how errors name the worker: by its task when it runs one alone.
-func (w *worker) name() string {
-	if w.solo && len(w.tasks) == 1 {
-		return "task " + w.tasks[0].id.String()
-	}
-	return fmt.Sprintf("worker %d", w.idx)
-}
-
-func (w *worker) kept() int {
-	n := 0
-	for _, t := range w.tasks {
-		n += len(t.work.kept)
-	}
-	return n
-}
-
-// rollback undoes the open transaction. An abortable one is aborted. Otherwise the
-// producer is recreated, which settles the transaction one way or the other, and the
-// offsets records tell which (settle).
-func (w *worker) rollback(ctx context.Context, rec recovery) error {
-	for _, t := range w.tasks {
-		t.set.Discard()
-	}
-	if rec == abortTxn {
-		err := w.txn.abort(ctx)
-		if err == nil {
-			for _, t := range w.tasks {
-				t.eng.Rollback()
-				// Only once the Kafka transaction is known aborted: its sink
-				// transactions go too. One left prepared here is not the last
-				// committed one, and the task's next start rolls it back.
-				if err := t.eng.Sinks().Rollback(ctx); err != nil {
-					t.logger.Warn("rolling back the sink transactions failed; the task's next start rolls them back", "error", err)
-				}
-			}
-			return nil
-		}
-		if isFenced(err) {
-			return err
-		}
-		// Could not abort cleanly: settle it by recreating the producer.
-	}
-	return w.settle(ctx)
-}
-
-// settle recreates the producer, which settles the open transaction, and reads the
-// tasks' offsets records back: a record of the transaction's own nonce means it
-// committed, and every task goes on after it (its stores restored from the changelogs,
-// its kept input done with); else every task goes back to its last commit. Either way
-// the committed offsets come from the offsets records, never from the group
-// coordinator, which can answer stale ones, and they never move back.
-func (w *worker) settle(ctx context.Context) error {
-	if w.solo {
-		// Creating the producer fences every other producer of the task. An instance
-		// that lost the task while it was stalled (a zombie) must not do that to the
-		// new owner: recreate only while the group still gives us the task.
-		t := w.tasks[0]
-		if err := w.host.checkOwnership(ctx, w.sess, t.id, t.topics[0]); err != nil {
-			return err
-		}
-	}
-	if err := w.txn.recreate(ctx); err != nil {
-		return err
-	}
-	committed := false
-	for _, t := range w.tasks {
-		nonce, err := t.readOffsetsRecord(ctx)
-		if err != nil {
-			return &taskError{task: t.id, op: "re-read the offsets record", rec: settleTxn, err: err}
-		}
-		committed = committed || (w.txn.nonce != 0 && nonce == w.txn.nonce)
-	}
-	if committed {
-		w.logger.Info("the transaction whose outcome was unknown committed; going on after it", "records", w.kept())
-	}
-	for _, t := range w.tasks {
-		if committed {
-			t.committedWork()
-		} else {
-			t.eng.Rollback()
-		}
-		if err := t.eng.Sinks().Settled(ctx, committed); err != nil {
-			t.logger.Warn("rolling back the sink transactions of the transaction that did not commit failed; the task's next start rolls them back", "error", err)
-		}
-	}
-	w.txn.nonce = 0
-	// The changelogs may hold the settled transaction's records: read their tails.
-	for _, t := range w.tasks {
-		if err := t.restore(ctx); err != nil {
-			return &taskError{task: t.id, op: "restore after rollback", rec: settleTxn, err: err}
-		}
-	}
-	return nil
-}
-
-// replay processes again every task's kept input at or above its committed offsets.
-func (w *worker) replay() error {
-	for _, t := range w.tasks {
-		if err := t.replay(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
