@@ -95,32 +95,8 @@ func newRuntime(a *App) (*runtime, error) {
 		latest:     latestTopics(a.g),
 		appDir:     filepath.Join(cfg.StateDir, cfg.ApplicationID),
 	}
-	for _, s := range a.g.Subtopologies {
-		for _, t := range s.AllSourceTopics(cfg.ApplicationID) {
-			rt.topics = append(rt.topics, t)
-			rt.topicToSub[t] = s
-		}
-	}
-	sort.Strings(rt.topics)
-	if err := rt.lockStateDir(); err != nil {
-		return nil, err
-	}
-	if err := rt.openGlobal(); err != nil {
-		rt.unlockStateDir()
-		return nil, err
-	}
-	// The assignor first: the metrics' collector reads it (the warm-ups among the
-	// standbys) as soon as it is registered, and a scrape may come at once
-	// (TestLateRecordsAreCounted's race under -race in CI on 6a3a82c).
-	rt.useAssignor()
-	if err := rt.registerMetrics(); err != nil {
-		rt.closeGlobal()
-		rt.unlockStateDir()
-		return nil, err
-	}
-	if err := rt.connect(); err != nil {
-		rt.closeGlobal()
-		rt.unlockStateDir()
+	rt.subscribe()
+	if err := rt.open(); err != nil {
 		return nil, err
 	}
 	rt.restoreProto = &restore.Restorer{Client: rt.restoreC, Logger: rt.logger, StableWait: rt.stableWait()}
@@ -131,18 +107,66 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.flushSlots = make(chan struct{}, slots)
 	rt.settings = rt.taskSettings()
 	if !cfg.ProducerPerTask {
-		instance, err := rt.instanceID()
-		if err != nil {
+		if err := rt.makeWorkers(); err != nil {
 			rt.close()
 			return nil, err
 		}
-		rt.instance = instance
-		for i := range cfg.Workers {
-			txnID := names.TransactionalID(cfg.ApplicationID, fmt.Sprintf("%s-%d", instance, i))
-			rt.workers = append(rt.workers, newWorker(rt, rt.settings, i, txnID))
-		}
 	}
 	return rt, nil
+}
+
+// subscribe lists the group's subscription, every source topic in order, and the
+// sub-topology of each.
+func (rt *runtime) subscribe() {
+	for _, s := range rt.g.Subtopologies {
+		for _, t := range s.AllSourceTopics(rt.cfg.ApplicationID) {
+			rt.topics = append(rt.topics, t)
+			rt.topicToSub[t] = s
+		}
+	}
+	sort.Strings(rt.topics)
+}
+
+// open locks the state dir, opens the global stores, registers the metrics and
+// connects the clients; on an error it undoes what it did.
+func (rt *runtime) open() error {
+	if err := rt.lockStateDir(); err != nil {
+		return err
+	}
+	if err := rt.openGlobal(); err != nil {
+		rt.unlockStateDir()
+		return err
+	}
+	// The assignor first: the metrics' collector reads it (the warm-ups among the
+	// standbys) as soon as it is registered, and a scrape may come at once
+	// (TestLateRecordsAreCounted's race under -race in CI on 6a3a82c).
+	rt.useAssignor()
+	if err := rt.registerMetrics(); err != nil {
+		rt.closeGlobal()
+		rt.unlockStateDir()
+		return err
+	}
+	if err := rt.connect(); err != nil {
+		rt.closeGlobal()
+		rt.unlockStateDir()
+		return err
+	}
+	return nil
+}
+
+// makeWorkers makes the Config.Workers workers, their transactional IDs named after the
+// state dir's instance ID.
+func (rt *runtime) makeWorkers() error {
+	instance, err := rt.instanceID()
+	if err != nil {
+		return err
+	}
+	rt.instance = instance
+	for i := range rt.cfg.Workers {
+		txnID := names.TransactionalID(rt.cfg.ApplicationID, fmt.Sprintf("%s-%d", instance, i))
+		rt.workers = append(rt.workers, newWorker(rt, rt.settings, i, txnID))
+	}
+	return nil
 }
 
 // useAssignor makes eddy's assignor the group's strategy, wired to the runtime.
