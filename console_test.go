@@ -11,13 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/kafkatest"
-	"github.com/eddy-streams/eddy/serde"
-	"github.com/eddy-streams/eddy/stream"
-	"github.com/eddy-streams/eddy/window"
 )
 
 // consolePaths are the console's routes, each of which must sit behind Authorize.
@@ -252,34 +247,12 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 // gathered from both instances.
 func TestConsoleStoreBrowserWindows(t *testing.T) {
 	c := kafkatest.Embedded(t)
-	appID, input := c.Unique("views"), c.Unique("views-in")
-	if err := c.CreateTopic(ctxT(t), input, 4, nil); err != nil {
-		t.Fatal(err)
-	}
-	b := stream.NewBuilder()
-	g := stream.From(b, serde.String(), serde.String(), []string{input}).GroupByKey(serde.String(), serde.String())
-	g.WindowedBy(window.Tumbling(time.Minute, 0)).Count(stream.Materialized("per-minute"), stream.Retention(time.Hour))
-	g.WindowedBySession(window.Sessions(30*time.Second, 0)).Count(stream.Materialized("sessions"), stream.Retention(time.Hour))
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &wcEnv{c: c, appID: appID, topo: topo}
+	e, input := viewsApp(t, c, 4)
 	a, bb := startConsole(t, e, eddy.HandlerOptions{}), startConsole(t, e, eddy.HandlerOptions{})
 	waitFor(t, time.Minute, "both instances running with tasks of their own", func() (bool, error) {
 		return a.app.State() == eddy.StateRunning && bb.app.State() == eddy.StateRunning && len(a.app.Tasks()) > 0 && len(bb.app.Tasks()) > 0, nil
 	})
-	var msgs []*sarama.ProducerMessage
-	for i := range viewUsers {
-		for _, at := range viewTimes(i) {
-			msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Key: sarama.StringEncoder(fmt.Sprintf("u%02d", i)),
-				Value: sarama.StringEncoder("/home"), Timestamp: viewsT0.Add(at)})
-		}
-	}
-	slices.SortStableFunc(msgs, func(x, y *sarama.ProducerMessage) int { return x.Timestamp.Compare(y.Timestamp) })
-	if err := c.Produce(ctxT(t), input, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	produceViews(t, c, input)
 	rowRe := regexp.MustCompile(`<tr><td data-label="Key"><code>([^<]*)</code></td><td data-label="Start">([^<]*)</td><td data-label="End">[^<]*</td><td data-label="Value" class="value"><code>([^<]*)</code></td><td data-label="Answered by"><code>([^<]*)</code>`)
 	type row struct{ key, start, value, by string }
 	rows := func(path string) []row {

@@ -10,13 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/kafkatest"
-	"github.com/eddy-streams/eddy/serde"
-	"github.com/eddy-streams/eddy/stream"
-	"github.com/eddy-streams/eddy/window"
 )
 
 // TestStaleWindowQueriesFromStandby runs the views of the window query tests on two
@@ -28,32 +23,10 @@ import (
 // a's active task and its standby: every user's windows and sessions.
 func TestStaleWindowQueriesFromStandby(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
-		appID, input := c.Unique("views"), c.Unique("views-in")
-		if err := c.CreateTopic(ctxT(t), input, 2, nil); err != nil {
-			t.Fatal(err)
-		}
-		b := stream.NewBuilder()
-		g := stream.From(b, serde.String(), serde.String(), []string{input}).GroupByKey(serde.String(), serde.String())
-		g.WindowedBy(window.Tumbling(time.Minute, 0)).Count(stream.Materialized("per-minute"), stream.Retention(time.Hour))
-		g.WindowedBySession(window.Sessions(30*time.Second, 0)).Count(stream.Materialized("sessions"), stream.Retention(time.Hour))
-		topo, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := &wcEnv{c: c, appID: appID, topo: topo}
+		e, input := viewsApp(t, c, 2)
 		standby := func(cfg *eddy.Config) { cfg.NumStandbyReplicas = 1 }
 		a, bb := startServed(t, e, standby), startServed(t, e, standby)
-		var msgs []*sarama.ProducerMessage
-		for i := range viewUsers {
-			for _, at := range viewTimes(i) {
-				msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Key: sarama.StringEncoder(fmt.Sprintf("u%02d", i)),
-					Value: sarama.StringEncoder("/home"), Timestamp: viewsT0.Add(at)})
-			}
-		}
-		slices.SortStableFunc(msgs, func(x, y *sarama.ProducerMessage) int { return x.Timestamp.Compare(y.Timestamp) })
-		if err := c.Produce(ctxT(t), input, msgs...); err != nil {
-			t.Fatal(err)
-		}
+		produceViews(t, c, input)
 		waitFor(t, time.Minute, "both instances ready with a task each", func() (bool, error) {
 			ca, _, _ := get(t, a.base+"/readyz")
 			cb, _, _ := get(t, bb.base+"/readyz")

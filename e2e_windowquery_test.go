@@ -35,6 +35,44 @@ func viewTimes(user int) []time.Duration {
 	return append(ts, 65*time.Second, 70*time.Second)
 }
 
+// viewsApp creates the views' input topic of the given partitions and the application
+// counting them per minute ("per-minute") and per session ("sessions").
+func viewsApp(t *testing.T, c *kafkatest.Cluster, partitions int32) (e *wcEnv, input string) {
+	t.Helper()
+	appID, input := c.Unique("views"), c.Unique("views-in")
+	if err := c.CreateTopic(ctxT(t), input, partitions, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := stream.NewBuilder()
+	g := stream.From(b, serde.String(), serde.String(), []string{input}).GroupByKey(serde.String(), serde.String())
+	// An hour of retention keeps the first minute queryable after the second.
+	g.WindowedBy(window.Tumbling(time.Minute, 0)).Count(stream.Materialized("per-minute"), stream.Retention(time.Hour))
+	g.WindowedBySession(window.Sessions(30*time.Second, 0)).Count(stream.Materialized("sessions"), stream.Retention(time.Hour))
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &wcEnv{c: c, appID: appID, topo: topo}, input
+}
+
+// produceViews writes every user's views (viewTimes) to input.
+func produceViews(t *testing.T, c *kafkatest.Cluster, input string) {
+	t.Helper()
+	var msgs []*sarama.ProducerMessage
+	for i := range viewUsers {
+		for _, at := range viewTimes(i) {
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Key: sarama.StringEncoder(fmt.Sprintf("u%02d", i)),
+				Value: sarama.StringEncoder("/home"), Timestamp: viewsT0.Add(at)})
+		}
+	}
+	// In time order: with no grace, a view behind its partition's stream time by a
+	// minute would be late.
+	slices.SortStableFunc(msgs, func(x, y *sarama.ProducerMessage) int { return x.Timestamp.Compare(y.Timestamp) })
+	if err := c.Produce(ctxT(t), input, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // windowJSON is a window of the HTTP answer.
 type windowJSON struct {
 	Key                string
@@ -52,35 +90,10 @@ type windowsAnswer struct {
 
 func TestWindowQueriesAcrossInstances(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
-		appID, input := c.Unique("views"), c.Unique("views-in")
-		if err := c.CreateTopic(ctxT(t), input, 4, nil); err != nil {
-			t.Fatal(err)
-		}
-		b := stream.NewBuilder()
-		g := stream.From(b, serde.String(), serde.String(), []string{input}).GroupByKey(serde.String(), serde.String())
-		// An hour of retention keeps the first minute queryable after the second.
-		g.WindowedBy(window.Tumbling(time.Minute, 0)).Count(stream.Materialized("per-minute"), stream.Retention(time.Hour))
-		g.WindowedBySession(window.Sessions(30*time.Second, 0)).Count(stream.Materialized("sessions"), stream.Retention(time.Hour))
-		topo, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := &wcEnv{c: c, appID: appID, topo: topo}
+		e, input := viewsApp(t, c, 4)
 		a, bb := startServed(t, e), startServed(t, e)
-		var msgs []*sarama.ProducerMessage
-		for i := range viewUsers {
-			for _, at := range viewTimes(i) {
-				msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Key: sarama.StringEncoder(fmt.Sprintf("u%02d", i)),
-					Value: sarama.StringEncoder("/home"), Timestamp: viewsT0.Add(at)})
-			}
-		}
-		// In time order: with no grace, a view behind its partition's stream time by a
-		// minute would be late.
-		slices.SortStableFunc(msgs, func(x, y *sarama.ProducerMessage) int { return x.Timestamp.Compare(y.Timestamp) })
-		if err := c.Produce(ctxT(t), input, msgs...); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.WaitProcessed(ctxT(t), appID, input); err != nil {
+		produceViews(t, c, input)
+		if err := c.WaitProcessed(ctxT(t), e.appID, input); err != nil {
 			t.Fatal(err)
 		}
 		// A task writes its stores after its transaction committed, so the committed

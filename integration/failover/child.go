@@ -104,17 +104,12 @@ type raceCounter struct {
 func (r *raceCounter) Write(b []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.partial = append(r.partial, b...)
-	for {
-		i := bytes.IndexByte(r.partial, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		if bytes.Contains(r.partial[:i], []byte("WARNING: DATA RACE")) {
+	r.partial = splitLines(r.partial, b, func(line []byte) {
+		if bytes.Contains(line, []byte("WARNING: DATA RACE")) {
 			r.n++
 		}
-		r.partial = r.partial[i+1:]
-	}
+	})
+	return len(b), nil
 }
 
 func (r *raceCounter) count() int {

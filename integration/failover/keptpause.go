@@ -94,13 +94,8 @@ type pauseReader struct {
 func (r *pauseReader) Write(b []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.partial = append(r.partial, b...)
-	for {
-		i := bytes.IndexByte(r.partial, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		p, ok, err := parseResumed(string(r.partial[:i]))
+	r.partial = splitLines(r.partial, b, func(line []byte) {
+		p, ok, err := parseResumed(string(line))
 		switch {
 		case err != nil:
 			r.bad = append(r.bad, err)
@@ -108,7 +103,21 @@ func (r *pauseReader) Write(b []byte) (int, error) {
 			p.at = time.Now()
 			r.pauses = append(r.pauses, p)
 		}
-		r.partial = r.partial[i+1:]
+	})
+	return len(b), nil
+}
+
+// splitLines calls line with each complete line of partial followed by b, and returns
+// what follows the last newline, to be completed by the next write.
+func splitLines(partial, b []byte, line func([]byte)) []byte {
+	partial = append(partial, b...)
+	for {
+		i := bytes.IndexByte(partial, '\n')
+		if i < 0 {
+			return partial
+		}
+		line(partial[:i])
+		partial = partial[i+1:]
 	}
 }
 
