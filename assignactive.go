@@ -9,10 +9,14 @@ import (
 // assignTasks spreads tasks over members (sorted IDs): at most ceil(tasks/members)
 // each; first to the previous owner, then to a member holding the task's local state
 // (the freshest first), then to the least loaded member. A task whose previous owner
-// is gone goes to a holder whose state is within acceptableRecoveryLag even when that
-// holder is full: a killed instance's tasks go to their standbys, not to a member
-// with room and no state.
-func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscriptionData) map[string][]processor.TaskID {
+// is gone goes to a holder whose state is within acceptable records of its changelogs
+// (Config.AcceptableRecoveryLag) even when that holder is full: a killed instance's
+// tasks go to their standbys, not to a member with room and no state. Without it, a
+// survivor full with its own tasks left a killed instance's task to a member with room
+// and no state: on 3 instances with 1 standby, 2 of the 3 moved tasks restored their
+// whole changelogs (integration/failover, TestKilledInstanceTasksResumeFromStandby:
+// 5,097 of 9,191 records). The imbalance lasts until the next rebalance.
+func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscriptionData, acceptable int64) map[string][]processor.TaskID {
 	out := map[string][]processor.TaskID{}
 	if len(ids) == 0 {
 		return out
@@ -37,7 +41,7 @@ func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscri
 		// holders[t] is sorted freshest first: the caught-up holders are its first warm.
 		hs, warm := holders[t], 0
 		for warm < len(hs) {
-			if lag, ok := subs[hs[warm]].lag[t]; !ok || lag > acceptableRecoveryLag {
+			if lag, ok := subs[hs[warm]].lag[t]; !ok || lag > acceptable {
 				break
 			}
 			warm++
@@ -63,16 +67,6 @@ func assignTasks(tasks []processor.TaskID, ids []string, subs map[string]subscri
 	}
 	return out
 }
-
-// acceptableRecoveryLag is the changelog records a holder's state may be behind for
-// it to take an orphaned task above its share (Kafka Streams'
-// acceptable.recovery.lag, 10,000 by default). Without it, a survivor full with its
-// own tasks left a killed instance's task to a member with room and no state: on 3
-// instances with 1 standby, 2 of the 3 moved tasks restored their whole changelogs
-// (integration/failover, TestKilledInstanceTasksResumeFromStandby: 5,097 of 9,191
-// records). The imbalance lasts until the next rebalance; Kafka Streams evens it out
-// with warm-up replicas and probing rebalances, which eddy does not have yet.
-const acceptableRecoveryLag = 10_000
 
 // caughtUp is what a member reports in Offsets for a task it runs (Kafka Streams'
 // LATEST_OFFSET): its state is the changelog's end.

@@ -49,6 +49,7 @@ type assignor struct {
 
 func newAssignor(g *graph.Graph, appID string) *assignor {
 	a := &assignor{graph: g, appID: appID, topicToSub: map[string]int{}, stateful: map[int]bool{}}
+	a.warm.acceptableLag = defaultAcceptableRecoveryLag // the runtime sets Config's
 	for _, s := range g.Subtopologies {
 		for _, t := range s.AllSourceTopics(appID) {
 			a.topicToSub[t] = s.ID
@@ -69,7 +70,7 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	tasks := a.tasks(topics)
 	ids, subs := a.subscriptions(members)
 	a.readLags(tasks, ids, subs)
-	assignment := assignTasks(tasks, ids, subs)
+	assignment := assignTasks(tasks, ids, subs, a.warm.acceptableLag)
 	moves := a.holdBack(tasks, ids, subs, assignment)
 	var standby map[string][]processor.TaskID
 	if a.standbys > 0 {

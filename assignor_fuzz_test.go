@@ -124,9 +124,9 @@ func FuzzParseTaskID(f *testing.F) {
 // FuzzWarmupPlan: three members with arbitrary subscriptions to the word count's
 // assignor (1_p stateful) with one standby, warm-ups (acceptable lag 10, at most 2) and
 // changelogs 50 records long. Whatever they claim: every task runs once; a task placed
-// elsewhere than the plan without warm-ups is a counting task kept on a member within
-// the acceptable lag (it reported caughtUp or an offset sum of 40-50) away from a
-// target of version 2 that is not; at most 2 warm-ups, each on the target of such a
+// elsewhere than the plan without warm-ups (the same acceptable lag) is a counting task
+// kept on a member within the acceptable lag (it reported caughtUp or an offset sum of
+// 40-50) away from a target of version 2 that is not; at most 2 warm-ups, each on the target of such a
 // task, none beside a standby of it or on its active member; and a standby shares a
 // rack with its task's active member or another standby only when every member
 // without a replica of the task is on a rack the task uses (checkRackFallback).
@@ -135,10 +135,14 @@ func FuzzWarmupPlan(f *testing.F) {
 	f.Add(valid(subscriptionData{Version: 2, Owned: []string{"0_0", "1_0", "1_1", "1_2", "1_3"}, Offsets: map[string]int64{"1_0": -2, "1_1": -2, "1_2": -2, "1_3": -2}, rackSubscription: rackSubscription{Rack: "r1"}}),
 		valid(subscriptionData{Version: 2, rackSubscription: rackSubscription{Rack: "r1"}}), valid(subscriptionData{Version: 2, Offsets: map[string]int64{"1_2": 45}, rackSubscription: rackSubscription{Rack: "r2"}}))
 	f.Add([]byte(`{"v":2,"owned":["1_0","1_1"],"offsets":{"1_0":-2,"1_1":-2,"1_3":41},"warmup":["1_2"]}`), []byte(`{"v":1,"rack":"a"}`), []byte(`{"v":2,"standby":["1_0"],"rack":"a"}`))
+	// m1 is full (3 of 8 tasks) and holds the orphaned 1_2 20 records behind, 1_3 5
+	// behind: only 1_3 goes to it above its share.
+	f.Add([]byte(`{"v":1,"owned":["0_0","0_1","1_0"],"state":["1_0","1_2","1_3"],"offsets":{"1_0":-2,"1_2":30,"1_3":45}}`), []byte(`{"v":2,"owned":["0_2","0_3","1_1"]}`), []byte(`{"v":2}`))
 	f.Fuzz(func(t *testing.T, d1, d2, d3 []byte) {
 		a, _ := warmupAssignor(t, 1, 2, 50)
 		a.warm.acceptableLag = 10
 		base, _ := warmupAssignor(t, 1, 0, 50)
+		base.warm.acceptableLag = 10 // the same plan, warm-ups off
 		members := map[string]sarama.ConsumerGroupMemberMetadata{}
 		subs := map[string]subscriptionData{}
 		for m, d := range map[string][]byte{"m1": d1, "m2": d2, "m3": d3} {

@@ -231,11 +231,11 @@ func TestAssignorPrefersFreshestState(t *testing.T) {
 
 // A killed member's task goes to the member holding its caught-up standby even when
 // that member is full with its own tasks (Kafka Streams' acceptable.recovery.lag), not
-// to a member with room and no state; a holder further behind than
-// acceptableRecoveryLag gets no more than its share.
+// to a member with room and no state; a holder further behind than the acceptable
+// recovery lag (10,000 by default) gets no more than its share.
 func TestAssignorGivesOrphanToFullCaughtUpHolder(t *testing.T) {
 	a, _ := standbyAssignor(t, 1)
-	ends := map[string]int64{"1_2": 1000, "1_3": 1000 + 2*acceptableRecoveryLag}
+	ends := map[string]int64{"1_2": 1000, "1_3": 1000 + 2*defaultAcceptableRecoveryLag}
 	a.endOffsets = func(tasks []processor.TaskID) map[processor.TaskID]int64 {
 		out := map[processor.TaskID]int64{}
 		for _, id := range tasks {
@@ -259,5 +259,41 @@ func TestAssignorGivesOrphanToFullCaughtUpHolder(t *testing.T) {
 	}
 	if len(active["m1"]) != 5 || len(active["m2"]) != 3 {
 		t.Errorf("actives %v; want m1's 4 and 1_2, m2's 2 and 1_3", active)
+	}
+}
+
+// The acceptable lag for an orphaned task to go to a full holder is
+// Config.AcceptableRecoveryLag, the one holdBack and the probing rebalances use, wired
+// by the runtime (useAssignor): with 50, a full holder 100 records behind gets no more
+// than its share (the default 10,000 would give it the task), one 40 behind does.
+func TestAssignorOrphanUsesConfiguredRecoveryLag(t *testing.T) {
+	topo, err := wordcount.Topology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &runtime{g: graph.Of(topo), sc: sarama.NewConfig(), cfg: Config{ApplicationID: "app", AcceptableRecoveryLag: 50}}
+	rt.useAssignor()
+	a := rt.assignor
+	a.logf = nil
+	a.endOffsets = func(tasks []processor.TaskID) map[processor.TaskID]int64 {
+		out := map[processor.TaskID]int64{}
+		for _, id := range tasks {
+			out[id] = 1000
+		}
+		return out
+	}
+	// m3, which ran 1_2 and 1_3, is gone. m1 runs its share (4 of 8 tasks) and holds
+	// 1_2 100 records behind and 1_3 40 behind; m2 has room.
+	members := map[string]sarama.ConsumerGroupMemberMetadata{
+		"m1": member(t, subscriptionData{Version: 1, Owned: []string{"0_0", "0_1", "1_0", "1_1"}, State: []string{"1_0", "1_1", "1_2", "1_3"},
+			Offsets: map[string]int64{"1_0": caughtUp, "1_1": caughtUp, "1_2": 900, "1_3": 960}}),
+		"m2": member(t, subscriptionData{Version: 1, Owned: []string{"0_2", "0_3"}}),
+	}
+	active, _ := planStandbys(t, a, members)
+	if !slices.Contains(active["m2"], "1_2") {
+		t.Errorf("task 1_2 went to m1, full and 100 records behind (Config.AcceptableRecoveryLag 50), not to m2 with room (actives %v)", active)
+	}
+	if !slices.Contains(active["m1"], "1_3") {
+		t.Errorf("task 1_3 went to m2, which has no state of it, not to m1 40 records behind (Config.AcceptableRecoveryLag 50) (actives %v)", active)
 	}
 }

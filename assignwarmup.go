@@ -54,6 +54,8 @@ type warmupAssignment struct {
 // warmupPolicy is the assignor's part about warm-ups: the settings (from Config) and
 // the warm-ups of this member (its assignment) and of the plan (leader).
 type warmupPolicy struct {
+	// acceptableLag is Config.AcceptableRecoveryLag: for holdBack, and for
+	// assignTasks, which gives an orphaned task to a full holder within it.
 	acceptableLag int64
 	max           int // MaxWarmupReplicas; 0 or below: no warm-ups
 	rack          string

@@ -64,7 +64,9 @@ type Config struct {
 	// another is caught up (the one running it), the task stays where it runs and the
 	// new instance gets a warm-up replica of it; a probing rebalance moves the task
 	// once the warm-up is within this lag, so it pauses only for the tail instead of a
-	// whole restore. Default 10000 (Kafka Streams' default).
+	// whole restore. A task whose instance is gone goes to an instance whose state is
+	// within this lag (its standby) even when that instance already runs its share.
+	// Default 10000 (Kafka Streams' default).
 	AcceptableRecoveryLag int64
 	// MaxWarmupReplicas bounds the warm-up replicas in the whole group at a time
 	// (Kafka Streams' max.warmup.replicas): each reads a changelog from its start, so
