@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestSnapshotReadsMatchTheirCheckpoint: a writer applies batches that set every key
-// to the batch's checkpoint while readers take GetAt and ScanAt: each read must see
-// values equal to the checkpoint it returned, never a batch half applied nor a
-// checkpoint of another state (the guarantee stale queries of a standby rely on).
+// to the batch's checkpoint while readers take GetAt, ScanAt and ViewAt (two keys):
+// each read must see values equal to the checkpoint it returned, never a batch half
+// applied nor a checkpoint of another state (the guarantee stale queries of a standby
+// rely on).
 func TestSnapshotReadsMatchTheirCheckpoint(t *testing.T) {
 	for _, kind := range []string{"bolt", "memory"} {
 		t.Run(kind, func(t *testing.T) {
@@ -89,6 +91,25 @@ func readSnapshots(ctx context.Context, b Backend, keys int, exact bool) error {
 				return fmt.Errorf("scan: %w", err)
 			}
 		}
+		var view []Entry
+		snap, err = ViewAt(b, "s", nil, func(v Backend) error {
+			for _, k := range []int{i % keys, (i + keys/2) % keys} {
+				val, err := v.Get("s", fmt.Appendf(nil, "k%03d", k))
+				if err != nil {
+					return err
+				}
+				view = append(view, Entry{Value: val})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range view {
+			if err := check(e.Value, snap); err != nil {
+				return fmt.Errorf("view: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -115,5 +136,50 @@ func TestSnapshotReadDoesNotWaitForARebuild(t *testing.T) {
 	snap, err = ScanAt(be, "s", []byte("b"), nil, &out)
 	if err != nil || len(out) != 1 || string(out[0].Key) != "b" || snap.Checkpoint != 7 {
 		t.Fatalf("ScanAt [b, ∞) = %v, %+v, %v", out, snap, err)
+	}
+}
+
+// TestViewAtCheckpointIsOfItsValues: a writer commits a new state (every key and the
+// checkpoint 1 → 2) in the middle of a ViewAt, between its read of one key and of the
+// next. The view's values and the checkpoint it returns must all be of the state it
+// began on (checkpoint 1): a checkpoint read in a transaction of its own after the
+// values' would say 2 for values of 1, and values read outside the view's transaction
+// would mix both states (the guarantee a stale window query of a standby relies on:
+// its windows are the store exactly as of StaleInfo.Checkpoint).
+func TestViewAtCheckpointIsOfItsValues(t *testing.T) {
+	be, _ := openTestBolt(t, t.TempDir(), BoltOptions{NoSync: true})
+	put(t, be, "s", 1, "a", "1", "b", "1")
+	var a, b []byte
+	snap, err := ViewAt(be, "s", nil, func(v Backend) error {
+		var err error
+		if a, err = v.Get("s", []byte("a")); err != nil {
+			return err
+		}
+		// The write commits from another goroutine while the view's read transaction is
+		// open (bbolt lets one writer run beside readers; the 1 GiB map needs no remap).
+		done := make(chan error, 1)
+		go func() {
+			done <- be.Write(Batch{Writes: map[string][]Entry{"s": {{Key: []byte("a"), Value: []byte("2")}, {Key: []byte("b"), Value: []byte("2")}}}, Checkpoints: map[string]int64{"s": 2}})
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+		case <-time.After(time.Minute):
+			return errors.New("the write did not commit beside the view's read transaction within a minute")
+		}
+		b, err = v.Get("s", []byte("b"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap != (Snapshot{Checkpoint: 1, HasCheckpoint: true}) || string(a) != "1" || string(b) != "1" {
+		t.Fatalf("ViewAt across a write = a %q, b %q at %+v; want a 1, b 1 at checkpoint 1 (the state the view began on)", a, b, snap)
+	}
+	v, snap, err := GetAt(be, "s", []byte("b"))
+	if err != nil || string(v) != "2" || snap.Checkpoint != 2 {
+		t.Fatalf("after the view: b %q at %+v, %v; want 2 at checkpoint 2 (the write committed)", v, snap, err)
 	}
 }
