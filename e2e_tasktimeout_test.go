@@ -19,8 +19,16 @@ import (
 // pass (a topic being created), so it is retried, but not for ever, as it used to be (a
 // warning every 5 s): after Config.TaskTimeout the application stops with an error
 // naming the task, the topic and the setting.
+//
+// The two clusters run in parallel: the test waits on the runtime's retries, not on
+// the machine (about 50 s per cluster, one after the other: the leader's plan reads
+// the deleted changelog's end offsets for up to 2 x 4.5 s, and one attempt to prepare
+// the task takes about 20 s, as kread.ListOffsetAt retries the missing partition 10
+// times, each with a metadata refresh that sarama retries too; the app stops after the
+// second attempt, 22 s after the first failure).
 func TestDeletedChangelogStopsTheAppAfterTaskTimeout(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		t.Parallel()
 		e := newWordCount(t, c, 2)
 		e.produce(t, 20)
 		cfg := e.config(t)
@@ -54,7 +62,8 @@ func TestDeletedChangelogStopsTheAppAfterTaskTimeout(t *testing.T) {
 		}
 		began := time.Now()
 		var runErr error
-		waitFor(t, time.Minute, "the first instance to give up", func() (bool, error) {
+		// Generous: giving up takes about 50 s here (see above), 60 s under load.
+		waitFor(t, 4*time.Minute, "the first instance to give up", func() (bool, error) {
 			err, done := a.exited()
 			runErr = err
 			return done, nil
