@@ -7,6 +7,7 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9
 	github.com/twmb/franz-go v1.22.3
@@ -37,7 +38,6 @@ require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/xdg-go/stringprep v1.0.4 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
@@ -50,3 +50,7 @@ require (
 // kfake with one group fix (third_party/kfake/README.md): a rebalance's deadline no
 // longer moves with every join. Drop this once upstream has it.
 replace github.com/twmb/franz-go/pkg/kfake => ./third_party/kfake
+
+// sarama with one race fixed (third_party/sarama/README.md): the transaction manager's
+// lastError is read under the lock it is written under. Drop this once upstream has it.
+replace github.com/IBM/sarama => ./third_party/sarama

@@ -45,21 +45,26 @@ func newTxnProducer(t *testing.T, c *kafkatest.Cluster, cfg *sarama.Config) *txn
 	return &txnProducer{p}
 }
 
-// send produces msgs and returns the errors of those that failed, joined.
+// send produces msgs and returns the errors of those that failed, joined. It reads
+// the answers while it sends: a producer whose Errors channel is full stops taking
+// input, so a burst larger than its buffers that fails would otherwise never finish.
 func (p *txnProducer) send(ctx context.Context, msgs ...*sarama.ProducerMessage) error {
-	for _, m := range msgs {
-		select {
-		case p.Input() <- m:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	var errs []error
-	for range msgs {
+	sent, answered := 0, 0
+	for answered < len(msgs) {
+		var input chan<- *sarama.ProducerMessage
+		var next *sarama.ProducerMessage
+		if sent < len(msgs) {
+			input, next = p.Input(), msgs[sent]
+		}
 		select {
+		case input <- next:
+			sent++
 		case <-p.Successes():
+			answered++
 		case perr := <-p.Errors():
 			errs = append(errs, perr)
+			answered++
 		case <-ctx.Done():
 			return ctx.Err()
 		}
