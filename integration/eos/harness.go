@@ -606,23 +606,16 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	return h.res, nil
 }
 
-// checkRaces turns the race detector's reports in the instances' logs into anomalies,
-// but for the known one inside sarama, which is only counted.
+// checkRaces turns the race detector's reports in the instances' logs into anomalies.
+// There is no known race left to tolerate: the one inside sarama is fixed in
+// third_party/sarama.
 func (h *harness) checkRaces() {
-	known := 0
 	for _, in := range h.instances {
 		for _, p := range in.processes() {
 			for _, r := range p.raceReports() {
-				if knownSaramaRace(r) {
-					known++
-					continue
-				}
 				h.anomaly("%s: data race (log %s):\n%s", p.name, p.logPath, r)
 			}
 		}
-	}
-	if known > 0 {
-		h.logger.Warn("eos: sarama's known data race on transactionManager.lastError was reported (docs/kafka-notes.md)", "reports", known)
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// The race report of sarama's known race is recognised from an instance's log; another
-// race is not.
+// Race reports are cut out of an instance's log, whole, among other lines and however
+// the pipe splits them.
 func TestRaceReports(t *testing.T) {
 	raw, err := os.ReadFile("testdata/sarama-race.txt")
 	if err != nil {
@@ -37,11 +37,11 @@ func TestRaceReports(t *testing.T) {
 	if len(reports) != 2 {
 		t.Fatalf("%d race reports, want 2", len(reports))
 	}
-	if !knownSaramaRace(reports[0]) {
-		t.Errorf("sarama's race not recognised:\n%s", reports[0])
+	if !strings.Contains(reports[0], "sarama.(*transactionManager).transitionTo()") || !strings.Contains(reports[0], "Previous read at") {
+		t.Errorf("first report cut short:\n%s", reports[0])
 	}
-	if knownSaramaRace(reports[1]) {
-		t.Errorf("another race taken for sarama's:\n%s", reports[1])
+	if !strings.Contains(reports[1], "eddy.(*taskRunner).commit()") || strings.Contains(reports[1], "before") || strings.Contains(reports[1], "between") {
+		t.Errorf("second report wrong:\n%s", reports[1])
 	}
 }
 

@@ -93,27 +93,6 @@ func (p *process) raceReports() []string {
 	return append([]string(nil), p.races...)
 }
 
-// knownSaramaRace reports whether a race report is sarama 1.61.1's race on
-// transactionManager.lastError (docs/kafka-notes.md, "sarama quirks"): written by
-// transitionTo under one lock, read under another. A fenced or failing produce while
-// another broker producer publishes partitions provokes it, so zombies do.
-func knownSaramaRace(report string) bool {
-	w := strings.Index(report, "Write at")
-	r := strings.Index(report, "Previous read at")
-	if w < 0 || r < 0 || r < w {
-		return false
-	}
-	firstFrame := func(s string) string {
-		lines := strings.SplitN(s, "\n", 3)
-		if len(lines) < 2 {
-			return ""
-		}
-		return strings.TrimSpace(lines[1])
-	}
-	return strings.HasPrefix(firstFrame(report[w:]), "github.com/IBM/sarama.(*transactionManager).transitionTo(") &&
-		strings.HasPrefix(firstFrame(report[r:]), "github.com/IBM/sarama.(*transactionManager).")
-}
-
 // Write receives the process's stderr: it goes to the log file, and restore lines are
 // parsed.
 func (p *process) Write(b []byte) (int, error) {
