@@ -253,7 +253,8 @@ func (in *instance) start(afterKill map[string]int64) error {
 	}
 	cmd := exec.Command(in.launcher.Exe, in.launcher.Args...)
 	// An instance built with -race reports races in its log (the harness reads them)
-	// and does not exit 66 for them: a known race inside sarama must not end a run.
+	// and does not exit 66 for them: the run goes on, so its result is checked too, and
+	// the race fails it as an anomaly.
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " exitcode=0")
 	cmd.Env = append(append(os.Environ(), in.launcher.Env...), InstanceEnv+"="+string(js), "GORACE="+gorace)
 	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{}), file: f, afterKill: afterKill}
