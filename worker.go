@@ -102,6 +102,7 @@ func (w *worker) run(sess sarama.ConsumerGroupSession, tasks []*taskRunner) {
 		return
 	}
 	w.sess, w.txn.sess = sess, sess
+	all := w.tasks // the session's tasks; w.tasks becomes those running (session)
 	err := w.session(sess.Context())
 	switch {
 	case err == nil:
@@ -122,13 +123,27 @@ func (w *worker) run(sess sarama.ConsumerGroupSession, tasks []*taskRunner) {
 	default:
 		w.host.fail(err)
 	}
-	for _, t := range w.tasks {
+	for _, t := range all { // a task still being prepared too: it moved, or the application stops
 		t.dead.Store(true)
 		t.inbox.close()
 	}
 	w.abandon()
 }
 
+// session runs the session's tasks. The tasks the worker kept from its last session
+// (initDone: they ran here before, their stores are current) are readied first, and run
+// at once; the tasks new to it are readied meanwhile, each on a goroutine of its own
+// (preparing), and join the loop one by one as they are ready (joinReady). Before, the
+// worker readied every task and only then ran any: a survivor taking over a static
+// member's tasks (down longer than the session timeout) restored their tails first, and
+// its kept tasks paused up to 1.82 s at 100,000 keys and 4.70 s at 1M (issue 24 item 4,
+// BENCHMARKS.md "Availability"; the target is < 1 s). Exactly-once holds as before: a
+// task's offsets and records enter the worker's transactions only once it runs (commit
+// and recovery see w.tasks, the running tasks), so a kept task's commit never names a
+// partition whose offsets record is not read yet; the worker's producer exists before
+// any task prepares (OnAssignment created it, fencing a previous incarnation, and
+// ensureProducer here); and a new task's restore and offsets record still wait for a
+// previous owner's open transaction on its partitions to end.
 func (w *worker) session(ctx context.Context) error {
 	for _, t := range w.tasks {
 		if err := transition(&t.state, t.id, taskRestoring); err != nil {
@@ -140,32 +155,37 @@ func (w *worker) session(ctx context.Context) error {
 			}
 		}()
 	}
-	if err := w.prepare(ctx); err != nil {
+	if err := w.ensureProducer(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // a rebalance
+		}
+		return err
+	}
+	var kept, fresh []*taskRunner // fresh: new to this runner (or recreated)
+	for _, t := range w.tasks {
+		if t.initDone {
+			kept = append(kept, t)
+		} else {
+			fresh = append(fresh, t)
+		}
+	}
+	p := w.prepareFresh(ctx, fresh)
+	defer p.stop() // before the transitions above: the goroutines touch the tasks
+	w.tasks = kept
+	if err := prepareTasks(ctx, kept); err != nil {
 		if ctx.Err() != nil {
 			return nil // a rebalance: a restore resumes from its checkpoint later
 		}
 		return err
 	}
-	kept := 0 // tasks that ran in an earlier session of this runner (kept across a rebalance)
-	for _, t := range w.tasks {
-		if t.initDone {
-			kept++
-		}
-		if !t.initDone {
-			if err := t.eng.Init(); err != nil {
-				return err
-			}
-			t.initDone = true
-		}
-		t.work.begin()
-		if err := transition(&t.state, t.id, taskRunning); err != nil {
+	for _, t := range kept {
+		if err := w.start(t); err != nil {
 			return err
 		}
-		t.logger.Debug("task running")
 	}
 	w.lastCommit = time.Now()
-	w.resumed(kept)
-	return w.loop(ctx)
+	w.resumed(len(kept), len(kept)+len(fresh))
+	return w.loop(ctx, p)
 }
 
 // resumedMsg is the log message of resumed; integration/failover reads it.
@@ -175,27 +195,26 @@ const resumedMsg = "tasks running again after a rebalance"
 // rebalance: from the end of the last session (its context done: under eager
 // rebalancing every task stops there, Cleanup commits, the member joins again) until
 // they run again in this one. It is the pause of a task that does not move (issue 24
-// item 4; BENCHMARKS.md "Availability"), and includes the restores of tasks new to the
-// worker, which it prepares first. generation tells one rebalance's reports from the
-// next's (a scale-up with warm-ups is two: the join, then the probing rebalance).
-func (w *worker) resumed(kept int) {
+// item 4; BENCHMARKS.md "Availability"); the tasks new to the worker are readied
+// meanwhile and no longer count in it (session). generation tells one rebalance's
+// reports from the next's (a scale-up with warm-ups is two: the join, then the probing rebalance).
+func (w *worker) resumed(kept, tasks int) {
 	if w.stoppedAt.IsZero() || kept == 0 {
 		w.stoppedAt = time.Time{}
 		return
 	}
-	w.logger.Info(resumedMsg, "paused", time.Since(w.stoppedAt), "kept", kept, "tasks", len(w.tasks), "generation", w.sess.GenerationID())
+	w.logger.Info(resumedMsg, "paused", time.Since(w.stoppedAt), "kept", kept, "tasks", tasks, "generation", w.sess.GenerationID())
 	w.stoppedAt = time.Time{}
 }
 
-// prepare creates the worker's producer, then readies its tasks in parallel: stores
-// opened and restored, offsets records read (each retried while the session lives, as
-// a task alone does).
-func (w *worker) prepare(ctx context.Context) error {
+// ensureProducer creates the worker's producer if it has none, retried while the
+// session lives unless the failure is fatal.
+func (w *worker) ensureProducer(ctx context.Context) error {
 	b := backoff.Backoff{Max: maxRecoverDelay}
 	for attempt := 1; ; attempt++ {
 		err := w.txn.ensure(ctx)
 		if err == nil || ctx.Err() != nil {
-			break
+			return ctx.Err()
 		}
 		if rec := classify(err); rec == fatalFailure {
 			return fmt.Errorf("worker %d: creating its producer failed (%s), not retried: %w", w.idx, rec, err)
@@ -206,14 +225,15 @@ func (w *worker) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	errs := make([]error, len(w.tasks))
+}
+
+// prepareTasks readies tasks in parallel: stores opened and restored, offsets records
+// read (each retried while the session lives, as a task alone does).
+func prepareTasks(ctx context.Context, tasks []*taskRunner) error {
+	errs := make([]error, len(tasks))
 	var wg sync.WaitGroup
-	for i, t := range w.tasks {
-		wg.Go(func() {
-			if errs[i] = t.open(); errs[i] == nil {
-				errs[i] = t.prepare(ctx)
-			}
-		})
+	for i, t := range tasks {
+		wg.Go(func() { errs[i] = t.ready(ctx) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -223,11 +243,15 @@ func (w *worker) prepare(ctx context.Context) error {
 }
 
 // loop processes the worker's tasks in turn, a chunk each, and commits them together
-// every commit interval, when one asks, and at the end of the session.
-func (w *worker) loop(ctx context.Context) error {
+// every commit interval, when one asks, and at the end of the session; a task of p that
+// is ready joins them between two turns.
+func (w *worker) loop(ctx context.Context, p *preparing) error {
 	tick := time.NewTicker(min(w.cfg.commitInterval, 100*time.Millisecond))
 	defer tick.Stop()
 	for {
+		if err := w.joinReady(ctx, p); err != nil {
+			return err
+		}
 		need, more, err := w.processChunks(ctx)
 		if err != nil {
 			return err
