@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -317,18 +319,10 @@ func ownHome(t *testing.T) (script, home string) {
 // freePorts returns n TCP ports that were free a moment ago on 127.0.0.1.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		_ = l.Close()
+	base := freePortRange(t, n)
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = base + i
 	}
 	return ports
 }
@@ -643,18 +637,19 @@ func ownCluster(t *testing.T, ctx context.Context) (eos.ScriptCluster, []string)
 }
 
 // freePortRange returns the first of n consecutive TCP ports that were free a moment
-// ago on 127.0.0.1.
+// ago on 127.0.0.1, below the kernel's ephemeral range. A port the kernel handed out
+// (listening on port 0) is one it also hands to outgoing connections: between the check
+// and the broker's bind, one of the many client connections the tests open took it once
+// (a fresh-clone CI run: a broker of TestClusterShortMode's cluster exited during
+// startup).
 func freePortRange(t *testing.T, n int) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		ls := []net.Listener{l}
-		ok := base+n < 65536
-		for p := base + 1; ok && p < base+n; p++ {
+	lo, hi := 20000, ephemeralLow()
+	for range 200 {
+		base := lo + rand.IntN(hi-lo-n)
+		ok := true
+		var ls []net.Listener
+		for p := base; p < base+n; p++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 			if err != nil {
 				ok = false
@@ -669,8 +664,26 @@ func freePortRange(t *testing.T, n int) int {
 			return base
 		}
 	}
-	t.Fatalf("no %d consecutive free ports found", n)
+	t.Fatalf("no %d consecutive free ports found in [%d, %d)", n, lo, hi)
 	return 0
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// ip_local_port_range; 32768, its default, elsewhere or when unreadable).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo <= 21000 {
+		return 32768
+	}
+	return lo
 }
 
 // The driver gives each record the event time of its sequence number and writes a Right
