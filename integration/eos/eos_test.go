@@ -53,8 +53,41 @@ func workDir(t *testing.T) string {
 	return dir
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+// testLogger logs the harness's progress (Info and up) to harness.log in the run's work
+// dir and only its warnings and errors to the test's output, so that a failing test's
+// output begins with what went wrong: CI shows the first lines of a failing test's
+// output and its log's last lines, and a fresh-clone CI run failed TestClusterShortMode
+// with ~80 lines of progress shown and the summary and anomalies cut off. run prints
+// the log's last lines after the result when the run is not clean.
+func testLogger(t *testing.T, dir string) *slog.Logger {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, harnessLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return slog.New(slog.NewMultiHandler(
+		slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}),
+		slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}),
+	))
+}
+
+// harnessLog is the file in a run's work dir that testLogger writes.
+const harnessLog = "harness.log"
+
+// logTail logs the last n lines of the harness's log of the run in dir.
+func logTail(t *testing.T, dir string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, harnessLog))
+	if err != nil {
+		t.Logf("the harness's log: %v", err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	t.Logf("the harness's log (%s), last %d lines:\n%s", harnessLog, len(lines), strings.Join(lines, "\n"))
 }
 
 // run runs the harness and logs its result.
@@ -62,9 +95,10 @@ func run(t *testing.T, ctx context.Context, cfg eos.Config) *eos.Result {
 	t.Helper()
 	cfg.WorkDir = workDir(t)
 	cfg.Launcher = launcher()
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testLogger(t, cfg.WorkDir)
 	res, err := eos.Run(ctx, cfg)
 	if err != nil {
+		logTail(t, cfg.WorkDir, 40)
 		t.Fatalf("harness: %v", err)
 	}
 	t.Logf("%s (seed %d, %d tail restores checked, %v)", res.Summary(), cfg.Seed, res.Report.TailRestores, res.Duration.Round(time.Second))
@@ -79,6 +113,9 @@ func run(t *testing.T, ctx context.Context, cfg eos.Config) *eos.Result {
 		for _, p := range res.Report.Problems {
 			t.Logf("problem: %s", p)
 		}
+	}
+	if !res.OK() || res.DeadMembersRemoved > 0 {
+		logTail(t, cfg.WorkDir, 40)
 	}
 	return res
 }
