@@ -200,32 +200,36 @@ func (t *taskRunner) dropWork() {
 	t.work.drop()
 }
 
-// processChunk runs up to a chunk of buffered records through the task, so the caller
-// checks the clock in between. It stops early when the record count or a processor asks
-// for a commit (need), or at a processing error; more says records may remain.
-func (t *taskRunner) processChunk() (need, more bool, err error) {
+// processChunk runs up to limit buffered records through the task. It stops early,
+// with need set, when the record count or a processor asks for a commit or when the
+// clock passes due (the worker's commit is due: checked after every record with the
+// clock its processing time already reads, so it costs nothing more), and at a
+// processing error; ran is how many records it ran, more says records may remain.
+func (t *taskRunner) processChunk(limit int, due time.Time) (ran int, need, more bool, err error) {
 	if t.nodesStale && time.Since(t.nodesAt) >= time.Second {
 		t.publishNodeRecords()
 	}
-	for range 512 {
+	for ran < limit {
 		msg, ok := t.inbox.pop()
 		if !ok {
 			if t.nodesStale {
 				t.publishNodeRecords()
 			}
-			return false, false, nil
+			return ran, false, false, nil
 		}
+		ran++
 		t.nodesStale = true
 		began := time.Now()
 		if err := t.process(toRaw(msg)); err != nil {
-			return false, true, err
+			return ran, false, true, err
 		}
-		t.metrics.Processed(time.Since(began))
-		if t.work.pending >= t.cfg.commitRecords || t.eng.CommitRequested() {
-			return true, true, nil
+		took := time.Since(began)
+		t.metrics.Processed(took)
+		if t.work.pending >= t.cfg.commitRecords || t.eng.CommitRequested() || !began.Add(took).Before(due) {
+			return ran, true, true, nil
 		}
 	}
-	return false, true, nil
+	return ran, false, true, nil
 }
 
 // publishNodeRecords publishes the engine's records per node for the console.

@@ -1,0 +1,191 @@
+package eddy_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/topology"
+)
+
+// turnRecords is a task's turn in the worker (worker.turnRecords).
+const turnRecords = 512
+
+// recordFloor is the least time a record of TestWorkerCommitsOnTimeWithManyTasks takes
+// to process (it waits for the clock to pass it: load only makes it longer). So between two commits, which are
+// due one commit interval after the last ended, a worker processes at most
+// interval/recordFloor + 1 records, however loaded the machine: the test bounds records
+// per commit, not time.
+const recordFloor = 200 * time.Microsecond
+
+// turnsRun is what one run of the turns scenario saw: the partition (task) of every
+// record in the order the worker processed them, and the commits.
+type turnsRun struct {
+	order   []int32
+	commits int
+}
+
+// runTurns writes backlog[p] records to partition p of a new topic, then runs one
+// instance with one worker (every task in it) over it, committing every interval, its
+// processor taking at least floor per record, until everything is processed and
+// committed.
+func runTurns(t *testing.T, c *kafkatest.Cluster, backlog []int, interval, floor time.Duration) turnsRun {
+	t.Helper()
+	ctx := ctxT(t)
+	in := c.Unique("turns-in")
+	if err := c.CreateTopic(ctx, in, int32(len(backlog)), nil); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for p, n := range backlog {
+		msgs := make([]*sarama.ProducerMessage, n)
+		for i := range msgs {
+			msgs[i] = &sarama.ProducerMessage{Key: sarama.StringEncoder(fmt.Sprint(i)), Value: sarama.StringEncoder("v")}
+		}
+		if err := c.ProduceToPartition(ctx, in, int32(p), msgs...); err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+
+	var mu sync.Mutex
+	var run turnsRun
+	b := topology.NewBuilder()
+	topology.AddSource(b, "src", serde.String(), serde.String(), in)
+	topology.AddProcessor(b, "slow", func() processor.Processor[string, string, string, string] {
+		return &slowRecorder{floor: floor, record: func(p int32) {
+			mu.Lock()
+			run.order = append(run.order, p)
+			mu.Unlock()
+		}}
+	}, "src")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	appID := c.Unique("turns")
+	app, err := eddy.New(topo, eddy.Config{ApplicationID: appID, Brokers: c.Addrs(), StateDir: t.TempDir(), Logger: testLogger(t),
+		Workers: 1, CommitInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := processor.TaskID{Partition: 0}
+	eddy.SetAfterCommitHook(app, func(task processor.TaskID) error {
+		if task == first { // called for every task of the worker: count each commit once
+			mu.Lock()
+			run.commits++
+			mu.Unlock()
+		}
+		return nil
+	})
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitFor(t, 3*time.Minute, "every record processed", func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(run.order) >= total, nil
+	})
+	if err := c.WaitProcessed(ctx, appID, in); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return turnsRun{order: append([]int32(nil), run.order...), commits: run.commits}
+}
+
+// slowRecorder takes at least floor per record and reports its task's partition. It
+// spins rather than sleeps: a sleep of microseconds takes a millisecond or more on a
+// loaded machine, and the tests' runs would take minutes.
+type slowRecorder struct {
+	ctx    processor.Context[string, string]
+	floor  time.Duration
+	record func(partition int32)
+}
+
+func (s *slowRecorder) Init(ctx processor.Context[string, string]) error { s.ctx = ctx; return nil }
+func (s *slowRecorder) Close() error                                     { return nil }
+func (s *slowRecorder) Process(processor.Record[string, string]) error {
+	for start := time.Now(); time.Since(start) < s.floor; {
+	}
+	s.record(s.ctx.TaskID().Partition)
+	return nil
+}
+
+// A worker with many tasks and a backlog commits every commit interval, not once per
+// round of its tasks' turns. It used to check the interval only after a whole round
+// (up to 512 records of every task): here 16 tasks with 150 records each, all on the
+// broker before the start, made one or a few rounds and so a few commits for 2,400
+// records, where a commit every 10 ms of processing is one every ≤ 51 records (each
+// record takes at least recordFloor). The assertion allows twice that, and load only
+// adds commits per record (records take longer), so it cannot make the test flaky.
+func TestWorkerCommitsOnTimeWithManyTasks(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		const tasks, each, interval = 16, 150, 10 * time.Millisecond
+		backlog := make([]int, tasks)
+		for i := range backlog {
+			backlog[i] = each
+		}
+		run := runTurns(t, c, backlog, interval, recordFloor)
+		perCommit := int(interval/recordFloor) + 1
+		want := len(run.order) / (2 * perCommit)
+		t.Logf("%d records, %d commits (at least %d wanted: a commit at most every %d records, halved)", len(run.order), run.commits, want, perCommit)
+		if run.commits < want {
+			t.Fatalf("%d commits for %d records; want at least %d: with every record taking at least %v, a commit due every %v of processing comes at most every %d records",
+				run.commits, len(run.order), want, recordFloor, interval, perCommit)
+		}
+	})
+}
+
+// The worker rotates its tasks' turns across commits: a commit that cuts a turn short
+// does not send the worker back to its first task, so a task with records waits at most
+// one round of the others' turns (up to turnRecords records each) however often the
+// worker commits. Four tasks have 2,000 records each, a record takes at least 20 µs and a
+// commit is due every 5 ms of processing: every turn of 512 records (≥ 10 ms) is cut by
+// a commit, however fast or loaded the machine.
+// Starting each round at the first task again would run the first task's records until
+// it ran out (its turn restarting after every commit), and the last task would wait for
+// the other three's 6,000 (4,000 if one of them got its records late). The bound allows
+// a task to miss one turn (its records fetched after its turn came): two rounds, 3,072
+// records of the other tasks.
+func TestWorkerRotatesTurnsAcrossCommits(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		backlog := []int{2000, 2000, 2000, 2000}
+		run := runTurns(t, c, backlog, 5*time.Millisecond, 20*time.Microsecond)
+		limit := 2 * (len(backlog) - 1) * turnRecords
+		for task := range backlog {
+			waited, worst, seen := 0, 0, 0
+			for _, p := range run.order {
+				if int(p) != task {
+					waited++
+					continue
+				}
+				worst, waited = max(worst, waited), 0
+				seen++
+				if seen == backlog[task] {
+					break // its last record: it waits for nothing after it
+				}
+			}
+			t.Logf("task %d: at most %d records of other tasks before one of its own", task, worst)
+			if worst > limit {
+				t.Errorf("task %d waited for %d records of other tasks before one of its own; want at most %d (two rounds of the others' turns of %d records)",
+					task, worst, limit, turnRecords)
+			}
+		}
+		t.Logf("%d commits", run.commits)
+	})
+}
