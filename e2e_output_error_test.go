@@ -79,7 +79,12 @@ func TestOutputTooLargeFailsNamingTheRecord(t *testing.T) {
 				}
 				e := newOutputLimitEnv(t, c, string(big))
 				logs := newLogCapture()
-				cfg := eddy.Config{ApplicationID: c.Unique("big"), Brokers: c.Addrs(), StateDir: t.TempDir(), Logger: slog.New(logs)}
+				// A commit interval of 5 s keeps the small record and the big one in one
+				// transaction: a worker commits when its interval is due, between any two
+				// records (worker.processChunks), and at 100 ms one came between them on
+				// a loaded machine, committing the small record's output.
+				cfg := eddy.Config{ApplicationID: c.Unique("big"), Brokers: c.Addrs(), StateDir: t.TempDir(), Logger: slog.New(logs),
+					CommitInterval: 5 * time.Second}
 				if compressed {
 					cfg.Sarama = func(sc *sarama.Config) { sc.Producer.Compression = sarama.CompressionGZIP }
 				}
