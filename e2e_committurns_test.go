@@ -31,13 +31,20 @@ const recordFloor = 200 * time.Microsecond
 type turnsRun struct {
 	order   []int32
 	commits int
+	// spans are the commits of the first task's work: from its before-commit hook (just
+	// before the commitDelay) to its after-commit hook; lastRecord is when the last
+	// record was processed.
+	spans      []commitSpan
+	lastRecord time.Time
 }
+
+type commitSpan struct{ begin, end time.Time }
 
 // runTurns writes backlog[p] records to partition p of a new topic, then runs one
 // instance with one worker (every task in it) over it, committing every interval, its
-// processor taking at least floor per record, until everything is processed and
-// committed.
-func runTurns(t *testing.T, c *kafkatest.Cluster, backlog []int, interval, floor time.Duration) turnsRun {
+// processor taking at least floor per record and each commit of the first task's work at
+// least commitDelay, until everything is processed and committed.
+func runTurns(t *testing.T, c *kafkatest.Cluster, backlog []int, interval, floor, commitDelay time.Duration) turnsRun {
 	t.Helper()
 	ctx := ctxT(t)
 	in := c.Unique("turns-in")
@@ -64,6 +71,7 @@ func runTurns(t *testing.T, c *kafkatest.Cluster, backlog []int, interval, floor
 		return &slowRecorder{floor: floor, record: func(p int32) {
 			mu.Lock()
 			run.order = append(run.order, p)
+			run.lastRecord = time.Now()
 			mu.Unlock()
 		}}
 	}, "src")
@@ -78,10 +86,20 @@ func runTurns(t *testing.T, c *kafkatest.Cluster, backlog []int, interval, floor
 		t.Fatal(err)
 	}
 	first := processor.TaskID{Partition: 0}
+	eddy.SetBeforeCommitHook(app, func(task processor.TaskID) error {
+		if task == first {
+			mu.Lock()
+			run.spans = append(run.spans, commitSpan{begin: time.Now()})
+			mu.Unlock()
+			time.Sleep(commitDelay)
+		}
+		return nil
+	})
 	eddy.SetAfterCommitHook(app, func(task processor.TaskID) error {
 		if task == first { // called for every task of the worker: count each commit once
 			mu.Lock()
 			run.commits++
+			run.spans[len(run.spans)-1].end = time.Now()
 			mu.Unlock()
 		}
 		return nil
@@ -105,7 +123,8 @@ func runTurns(t *testing.T, c *kafkatest.Cluster, backlog []int, interval, floor
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return turnsRun{order: append([]int32(nil), run.order...), commits: run.commits}
+	return turnsRun{order: append([]int32(nil), run.order...), commits: run.commits,
+		spans: append([]commitSpan(nil), run.spans...), lastRecord: run.lastRecord}
 }
 
 // slowRecorder takes at least floor per record and reports its task's partition. It
@@ -140,7 +159,7 @@ func TestWorkerCommitsOnTimeWithManyTasks(t *testing.T) {
 		for i := range backlog {
 			backlog[i] = each
 		}
-		run := runTurns(t, c, backlog, interval, recordFloor)
+		run := runTurns(t, c, backlog, interval, recordFloor, 0)
 		perCommit := int(interval/recordFloor) + 1
 		want := len(run.order) / (2 * perCommit)
 		t.Logf("%d records, %d commits (at least %d wanted: a commit at most every %d records, halved)", len(run.order), run.commits, want, perCommit)
@@ -165,7 +184,7 @@ func TestWorkerCommitsOnTimeWithManyTasks(t *testing.T) {
 func TestWorkerRotatesTurnsAcrossCommits(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
 		backlog := []int{2000, 2000, 2000, 2000}
-		run := runTurns(t, c, backlog, 5*time.Millisecond, 20*time.Microsecond)
+		run := runTurns(t, c, backlog, 5*time.Millisecond, 20*time.Microsecond, 0)
 		limit := 2 * (len(backlog) - 1) * turnRecords
 		for task := range backlog {
 			waited, worst, seen := 0, 0, 0
@@ -187,5 +206,35 @@ func TestWorkerRotatesTurnsAcrossCommits(t *testing.T) {
 			}
 		}
 		t.Logf("%d commits", run.commits)
+	})
+}
+
+// A worker whose commits take longer than its commit interval processes at least as long
+// as its last commit took before it commits again (worker.commitGap): it never spends
+// more than about half its time committing. One task with a backlog of 20,000 records
+// (at least 20 µs each), a 1 ms interval and commits held 20 ms each: every gap between
+// the end of one commit (its after-commit hook) and the start of the next (the next
+// before-commit hook) must be at least that commit's span between the two hooks, which
+// lies inside the commit the worker timed. Load only lengthens the gaps (processing),
+// so it cannot fail the test. Committing whenever the interval is due, the gaps were
+// about 1 ms.
+func TestWorkerProcessesAsLongAsItsLastCommitTook(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		run := runTurns(t, c, []int{20000}, time.Millisecond, 20*time.Microsecond, 20*time.Millisecond)
+		checked := 0
+		for k := 0; k+1 < len(run.spans); k++ {
+			cur, next := run.spans[k], run.spans[k+1]
+			if cur.end.IsZero() || !next.begin.Before(run.lastRecord) {
+				continue // a commit that failed, or the one after the backlog ran out
+			}
+			checked++
+			if gap, took := next.begin.Sub(cur.end), cur.end.Sub(cur.begin); gap < took {
+				t.Errorf("commit %d took %v and the next began %v after it; want at least as long as it took", k, took, gap)
+			}
+		}
+		t.Logf("%d commits, %d gaps checked", len(run.spans), checked)
+		if checked < 3 {
+			t.Fatalf("only %d gaps between commits with a backlog; want at least 3", checked)
+		}
 	})
 }

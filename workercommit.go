@@ -100,7 +100,11 @@ func (w *worker) commit(ctx context.Context) error {
 	if fenced != nil {
 		fenced()
 	}
-	return w.afterCommit(parts, offsets, began, committed, ph)
+	if err := w.afterCommit(parts, offsets, began, committed, ph); err != nil {
+		return err
+	}
+	w.commitTook = w.lastCommit.Sub(start)
+	return nil
 }
 
 // flushCaches begins the prepare step: the sink transactions of the last commit finish,
