@@ -238,3 +238,103 @@ func TestWorkerProcessesAsLongAsItsLastCommitTook(t *testing.T) {
 		}
 	})
 }
+
+// A wall-clock punctuator fires while its worker has a backlog, as Kafka Streams' stream
+// thread punctuates after every round of processing: one task with 20,000 records of at
+// least 100 µs each (2 s of processing at the least, however fast the machine) and a
+// punctuator every 50 ms. The worker checks the wall clock every 100 ms (its tick), so
+// about 20 punctuations fall between the first record and the last; the test wants 3.
+// Before, the worker punctuated only when it had nothing to process: none fired until
+// the backlog ran out.
+func TestWallClockPunctuatorFiresUnderABacklog(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		const records, floor, every = 20000, 100 * time.Microsecond, 50 * time.Millisecond
+		ctx := ctxT(t)
+		in := c.Unique("wall-in")
+		if err := c.CreateTopic(ctx, in, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		msgs := make([]*sarama.ProducerMessage, records)
+		for i := range msgs {
+			msgs[i] = &sarama.ProducerMessage{Key: sarama.StringEncoder(fmt.Sprint(i)), Value: sarama.StringEncoder("v")}
+		}
+		if err := c.ProduceToPartition(ctx, in, 0, msgs...); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var processed int
+		var first, last time.Time
+		var fired []time.Time
+		b := topology.NewBuilder()
+		topology.AddSource(b, "src", serde.String(), serde.String(), in)
+		topology.AddProcessor(b, "slow", func() processor.Processor[string, string, string, string] {
+			return &punctuatedRecorder{slowRecorder: slowRecorder{floor: floor, record: func(int32) {
+				mu.Lock()
+				defer mu.Unlock()
+				now := time.Now()
+				if processed == 0 {
+					first = now
+				}
+				processed++
+				last = now
+			}}, every: every, fired: func(now time.Time) {
+				mu.Lock()
+				defer mu.Unlock()
+				fired = append(fired, time.Now())
+			}}
+		}, "src")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		appID := c.Unique("wall")
+		app, err := eddy.New(topo, eddy.Config{ApplicationID: appID, Brokers: c.Addrs(), StateDir: t.TempDir(), Logger: testLogger(t), Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- app.Run(runCtx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		waitFor(t, 3*time.Minute, "every record processed", func() (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return processed >= records, nil
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		during := 0
+		for _, at := range fired {
+			if at.After(first) && at.Before(last) {
+				during++
+			}
+		}
+		t.Logf("%d records in %v; %d punctuations in all, %d of them between the first record and the last", processed, last.Sub(first).Round(time.Millisecond), len(fired), during)
+		if during < 3 {
+			t.Fatalf("%d wall-clock punctuations (every %v) while %d records took %v to process; want at least 3", during, every, processed, last.Sub(first).Round(time.Millisecond))
+		}
+	})
+}
+
+// punctuatedRecorder is a slowRecorder with a wall-clock punctuator.
+type punctuatedRecorder struct {
+	slowRecorder
+	every time.Duration
+	fired func(now time.Time)
+}
+
+func (p *punctuatedRecorder) Init(ctx processor.Context[string, string]) error {
+	if err := p.slowRecorder.Init(ctx); err != nil {
+		return err
+	}
+	_, err := ctx.Schedule(p.every, processor.WallClockTime, func(now time.Time) error {
+		p.fired(now)
+		return nil
+	})
+	return err
+}

@@ -273,6 +273,17 @@ func (w *worker) loop(ctx context.Context, p *preparing) error {
 			}
 		}
 		if more && ctx.Err() == nil {
+			// With a backlog the loop never waits below, so a due wall-clock tick is
+			// taken here, as Kafka Streams' stream thread punctuates after every round
+			// of processing: wall-clock punctuators never fired while a worker's tasks
+			// had records waiting.
+			select {
+			case now := <-tick.C:
+				if err := w.punctuate(ctx, now); err != nil {
+					return err
+				}
+			default:
+			}
 			continue
 		}
 		select {
