@@ -49,7 +49,7 @@ func (w *worker) finishSinks(ctx context.Context) {
 			return
 		}
 		delay := b.Next()
-		w.logger.Warn("committing the sink transactions of a committed Kafka transaction failed; retrying", "error", err, "attempt", attempt, "retry_in", delay)
+		w.logger.Warn("finishing the sink transactions of earlier transactions failed (commit those whose Kafka transaction committed, roll back those whose did not); retrying", "error", err, "attempt", attempt, "retry_in", delay)
 		if backoff.Sleep(ctx, delay) != nil {
 			w.logger.Warn("the session ended with sink transactions still prepared; the tasks' next start commits them", "error", err)
 			return
@@ -114,10 +114,11 @@ func (w *worker) flushCaches(ctx context.Context) ([]*taskRunner, error) {
 	// The sink transactions of the last commit first: a Kafka transaction must not
 	// commit while an earlier one's sink transactions are unfinished (the session that
 	// failed to finish them ended; this is the commit at the end of the next one, or
-	// at suspend).
+	// at suspend). Nor while a rolled-back one's are stranded prepared: they hold row
+	// locks the new ones' writes may wait on.
 	if err := w.finishSinksOnce(ctx); err != nil {
 		return nil, &taskError{task: w.tasks[0].id, rec: abortTxn, err: err,
-			op: "commit the sink transactions of the last committed transaction before committing another"}
+			op: "finish the sink transactions of earlier transactions before committing another"}
 	}
 	for _, t := range w.tasks {
 		// The tables' record caches forward into this transaction (or abort it).

@@ -96,10 +96,11 @@ func (w *worker) rollback(ctx context.Context, rec recovery) error {
 			for _, t := range w.tasks {
 				t.eng.Rollback()
 				// Only once the Kafka transaction is known aborted: its sink
-				// transactions go too. One left prepared here is not the last
-				// committed one, and the task's next start rolls it back.
+				// transactions go too. One whose rollback fails is tried again
+				// before the next commit (Registry.Finish); it is not the last
+				// committed one, so the task's next start rolls it back too.
 				if err := t.eng.Sinks().Rollback(ctx); err != nil {
-					t.logger.Warn("rolling back the sink transactions failed; the task's next start rolls them back", "error", err)
+					t.logger.Warn("rolling back the sink transactions failed; tried again before the next commit", "error", err)
 				}
 			}
 			return nil
@@ -149,7 +150,7 @@ func (w *worker) settle(ctx context.Context) error {
 			t.eng.Rollback()
 		}
 		if err := t.eng.Sinks().Settled(ctx, committed); err != nil {
-			t.logger.Warn("rolling back the sink transactions of the transaction that did not commit failed; the task's next start rolls them back", "error", err)
+			t.logger.Warn("rolling back the sink transactions of the transaction that did not commit failed; tried again before the next commit", "error", err)
 		}
 	}
 	w.txn.nonce = 0

@@ -19,6 +19,14 @@ type Registry struct {
 	// committed are prepared transactions whose Kafka transaction committed, waiting
 	// for Resolver.Commit (the post-commit).
 	committed []*entry
+	// stranded are transactions of units of work that were rolled back, whose own
+	// rollback failed (the target unreachable). Known not committed, and a prepared
+	// one holds its row locks against the replay's writes of the same keys: they are
+	// rolled back again before the next Kafka transaction commits (Finish) and when
+	// the task closes (Abandon). Forgotten, one stayed prepared for as long as the
+	// task stayed (a fresh-clone CI run: a PostgreSQL crash during a prepare left one
+	// behind to the end of the run).
+	stranded []*entry
 }
 
 type entry struct {
@@ -77,9 +85,9 @@ func (r *Registry) node(name string) *Node {
 // HasOpen reports whether the unit of work under way wrote to a sink.
 func (r *Registry) HasOpen() bool { return len(r.open) > 0 }
 
-// Unfinished reports whether a committed unit of work's transactions wait for their
-// commit.
-func (r *Registry) Unfinished() int { return len(r.committed) }
+// Unfinished counts the transactions that wait for Finish: a committed unit of work's,
+// waiting for their commit, and stranded ones waiting for their rollback.
+func (r *Registry) Unfinished() int { return len(r.committed) + len(r.stranded) }
 
 // Prepare pre-commits every open transaction: durable and invisible (or, for an
 // idempotent target, committed). An error names the sink and the transaction; the
@@ -112,10 +120,11 @@ func (r *Registry) Committed() {
 	r.open = nil
 }
 
-// Finish commits the transactions of the committed unit of work (the post-commit). One
-// that fails stays for the next call; the error names it.
+// Finish commits the transactions of the committed unit of work (the post-commit), and
+// rolls back the stranded ones of units of work that did not commit. One that fails
+// stays for the next call; the error names it.
 func (r *Registry) Finish(ctx context.Context) error {
-	var errs []error
+	errs := []error{r.unstrand(ctx)}
 	left := r.committed[:0]
 	for _, e := range r.committed {
 		fault(StepCommitPrepared, e.id)
@@ -136,22 +145,46 @@ func (r *Registry) Finish(ctx context.Context) error {
 }
 
 // Rollback gives up the unit of work under way: open transactions discarded, prepared
-// ones rolled back. It forgets them even when that fails: a prepared transaction left
-// behind is not the last committed one, and the task's recovery rolls it back.
+// ones rolled back. One whose rollback fails is stranded: Finish and Abandon try again,
+// and the task's next recovery rolls back any still left (it is not the last committed
+// one).
 func (r *Registry) Rollback(ctx context.Context) error {
 	var errs []error
 	for _, e := range r.open {
-		var err error
-		if e.prepared && e.node.Guarantee == TwoPhase {
-			err = e.node.Resolver.Rollback(ctx, e.id)
-		} else if !e.prepared {
-			err = e.txn.Discard(ctx)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("task %s: sink %s: roll back transaction %s: %w", r.task, e.node.Name, e.id, err))
+		if err := e.rollback(ctx); err != nil {
+			r.stranded = append(r.stranded, e)
+			errs = append(errs, fmt.Errorf("task %s: sink %s: roll back transaction %s (tried again before the next commit): %w", r.task, e.node.Name, e.id, err))
 		}
 	}
 	r.open = nil
+	return errors.Join(errs...)
+}
+
+// rollback undoes a transaction of a unit of work that did not commit: a prepared one
+// is rolled back by ID, any other discarded (which rolls back one whose PREPARE's
+// answer was lost).
+func (e *entry) rollback(ctx context.Context) error {
+	switch {
+	case e.prepared && e.node.Guarantee == TwoPhase:
+		return e.node.Resolver.Rollback(ctx, e.id)
+	case !e.prepared:
+		return e.txn.Discard(ctx)
+	}
+	return nil // prepared into an idempotent target: committed already, by design
+}
+
+// unstrand rolls back the stranded transactions; those that fail stay.
+func (r *Registry) unstrand(ctx context.Context) error {
+	var errs []error
+	left := r.stranded[:0]
+	for _, e := range r.stranded {
+		if err := e.rollback(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("task %s: sink %s: roll back transaction %s, whose Kafka transaction did not commit (its rollback failed before; retried until it succeeds): %w", r.task, e.node.Name, e.id, err))
+			left = append(left, e)
+		}
+	}
+	clear(r.stranded[len(left):])
+	r.stranded = left
 	return errors.Join(errs...)
 }
 
@@ -159,9 +192,11 @@ func (r *Registry) Rollback(ctx context.Context) error {
 // commit, when its Kafka transaction's outcome may be unknown (the session ended, the
 // worker was fenced, the task closed): open transactions that were not prepared are
 // discarded; prepared ones are left to the task's next recovery, which alone can tell
-// whether their Kafka transaction committed.
+// whether their Kafka transaction committed. Stranded ones, known not committed, are
+// rolled back once more; what fails is left to that recovery too.
 func (r *Registry) Abandon(ctx context.Context) error {
-	var errs []error
+	errs := []error{r.unstrand(ctx)}
+	r.stranded = nil
 	for _, e := range r.open {
 		if !e.prepared {
 			if err := e.txn.Discard(ctx); err != nil {
@@ -195,7 +230,7 @@ type Recovered struct {
 // registry held in memory first: the target's own record of what is pending is the
 // truth. Called at every task start, before the task processes.
 func (r *Registry) Recover(ctx context.Context, lastNonce uint64) (Recovered, error) {
-	r.open, r.committed = nil, nil
+	r.open, r.committed, r.stranded = nil, nil, nil
 	var out Recovered
 	for i := range r.nodes {
 		n := &r.nodes[i]
