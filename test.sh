@@ -42,6 +42,13 @@ trap cleanup EXIT
 # The broker also gets a SASL_SSL listener (SCRAM, StandardAuthorizer; the PLAINTEXT one
 # stays) for TestSecuredKafka.
 export EDDY_KAFKA_SECURE=${EDDY_KAFKA_SECURE:-1}
+# The test brokers' JIT stops at C1 (every broker kafka.sh starts from here: this one, and
+# the ones integration/eos starts of its own). The suite is CPU-bound on a 2-core machine
+# and a broker spends much of its CPU compiling with C2 in its first minutes, which a
+# test's broker never outlives: TestShortModePostgres (-race, one seed) took 213 CPU-s of
+# the machine with Kafka's flags (two runs) and 177 with C1 only. Benchmarks run brokers
+# with Kafka's own flags (kafka.sh's default).
+export EDDY_KAFKA_JVM_OPTS=${EDDY_KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:TieredStopAtLevel=1}
 if $kafka status >/dev/null 2>&1; then
 	step "using the Kafka broker that is already running ($($kafka status))"
 	addr=$($kafka addr)

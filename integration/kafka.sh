@@ -36,6 +36,8 @@
 #   EDDY_KAFKA_START_TIMEOUT    seconds to wait for readiness (default: 120)
 #   EDDY_KAFKA_STOP_TIMEOUT     seconds before SIGKILL on stop (default: 30)
 #   EDDY_KAFKA_HEAP             JVM heap flags (default: "-Xms256m -Xmx512m")
+#   EDDY_KAFKA_JVM_OPTS         other JVM flags (default: Kafka's own, "-XX:+UseG1GC
+#                               -XX:MaxGCPauseMillis=20"; test.sh uses a lighter set)
 #   JAVA_HOME                   Java 17+ to use (default: java on PATH)
 #   EDDY_KAFKA_SECURE           1: secured mode (below)
 #   EDDY_KAFKA_SECURE_PORT      SASL_SSL port      (default: broker port + 2)
@@ -83,6 +85,7 @@ readonly HOST=127.0.0.1
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KHOME=${EDDY_KAFKA_HOME:-$script_dir/.kafka}
+JVM_OPTS=${EDDY_KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20}
 NODES=${EDDY_KAFKA_BROKERS:-1}
 case $NODES in
 1)
@@ -619,9 +622,9 @@ spawn_node() {
 	# setsid: the broker must outlive this script and not receive the
 	# caller's terminal signals; the inner shell writes its own pid, which
 	# exec turns into the JVM's pid.
-	# shellcheck disable=SC2086,SC2016 # HEAP holds several flags; $$ is the inner shell's
+	# shellcheck disable=SC2086,SC2016 # HEAP and JVM_OPTS hold several flags; $$ is the inner shell's
 	setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE" \
-		"$java" $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+		"$java" $HEAP $JVM_OPTS -Djava.awt.headless=true \
 		-Dlog4j2.configurationFile="$CONFIG_DIR/log4j2.properties" \
 		-Dkafka.logs.dir="$LOG_DIR" \
 		-cp "$LIBS_DIR/*" kafka.Kafka "$CONFIG_DIR/server.properties" \
