@@ -487,7 +487,7 @@ func (t *txn[K, V]) Discard(ctx context.Context) error {
 	t.end(ctx)
 	if t.maybePrepared {
 		if err := t.rollbackLost(ctx); err != nil {
-			return fmt.Errorf("pgsink: transaction %s may have been prepared (the answer to its PREPARE was lost) and could not be rolled back; the task's next start rolls it back: %w", t.gid, err)
+			return fmt.Errorf("pgsink: transaction %s may have been prepared (the answer to its PREPARE was lost) and could not be rolled back (retried before the next commit; the task's next start rolls it back too): %w", t.gid, err)
 		}
 		t.maybePrepared = false
 	}
