@@ -288,7 +288,7 @@ func (p *Producer) TransactionalID() string { return p.txnID }
 func (p *Producer) Transactional() bool { return p.txnID != "" }
 
 // Begin starts a transaction unless one is open.
-func (p *Producer) Begin(ctx context.Context) error {
+func (p *Producer) Begin() error {
 	if p.unknown != nil {
 		return p.unknown
 	}
@@ -297,19 +297,8 @@ func (p *Producer) Begin(ctx context.Context) error {
 	}
 	if err := p.ap.BeginTxn(); err != nil {
 		// BeginTxn fails with "invalid transition" when the transaction manager is in an
-		// error state; the cause (a fenced epoch, a batch refused) is an earlier
-		// record's error, which the caller must see to know what to do. sarama enters
-		// the error state before it hands the record's error to drain: wait for the
-		// records in flight to settle first, else the cause can be missing (a
-		// fresh-clone CI run of TestSendWithinKeepsBatchesUnderTheLimit got only
-		// "invalid transition attempted" for a batch kfake refused as too large).
-		p.mu.Lock()
-		idle := p.idle
-		p.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-		}
+		// error state; the cause (a fenced epoch, say) is an earlier record's error,
+		// which the caller must see to know what to do.
 		p.mu.Lock()
 		causes := p.errs
 		p.errs = nil
@@ -346,7 +335,7 @@ func (p *Producer) SendFrom(ctx context.Context, origin *Origin, topic string, p
 // are settled, and no batch sarama makes can exceed it. A record larger than the limit
 // alone is the caller's to refuse (RecordBatchSize); sent, it goes alone.
 func (p *Producer) SendWithin(ctx context.Context, batchLimit int, origin *Origin, topic string, partition int32, key, value []byte, headers []sarama.RecordHeader, ts time.Time) error {
-	if err := p.Begin(ctx); err != nil {
+	if err := p.Begin(); err != nil {
 		return err
 	}
 	msg := &sarama.ProducerMessage{Topic: topic, Partition: partition, Headers: headers, Timestamp: ts}
@@ -438,7 +427,7 @@ func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int6
 		return err
 	}
 	if len(offsets) > 0 {
-		if err := p.Begin(ctx); err != nil {
+		if err := p.Begin(); err != nil {
 			return err
 		}
 		req := make(map[string][]*sarama.PartitionOffsetMetadata, len(offsets))
