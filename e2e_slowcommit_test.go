@@ -1,0 +1,93 @@
+package eddy_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// One commit slower than the transaction timeout (it spanned a broker restart, say) does
+// not make every later transaction outlive the timeout. A worker waits after a commit as
+// long as that commit took (worker.commitGap) — but the next transaction opens at the
+// first record after the commit, and the broker aborts it once the timeout passes and
+// bumps the producer's epoch: its commit is fenced, the worker drops its tasks and
+// rejoins, and, since a failed commit leaves the time of the last good one in place, the
+// same again in every session, in the harness to the end of its run (the exactly-once harness,
+// seed 1796307357998205083: a fence every ~16 s for the last three minutes of the run).
+//
+// Here the after-commit hook holds one commit that carried records for 7 s, beyond a
+// transaction timeout of 6 s, while lines keep coming; then every word must be counted,
+// exactly once, with no transaction aborted or fenced and one generation; the worker
+// must have committed again. Uncapped (the mutant), the next transactions were fenced
+// three times in a row on kfake.
+func TestSlowCommitDoesNotFenceTheNextTransactions(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		// The cap leaves the next transaction half the timeout, 3 s, for its own commit: a
+		// loaded CI machine takes under 1 s.
+		const txnTimeout, slow = 6 * time.Second, 7 * time.Second
+		e := newWordCount(t, c, 1)
+		cfg := e.config(t)
+		cfg.Workers = 1
+		cfg.CommitInterval = 100 * time.Millisecond
+		cfg.TransactionTimeout = txnTimeout
+		reg := prometheus.NewRegistry()
+		cfg.Metrics = reg
+		app, err := eddy.New(e.topo, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One partition, one task: the hook is called once per commit.
+		var held, slowDone atomic.Bool
+		var afterSlow atomic.Int32
+		eddy.SetAfterCommitHook(app, func(processor.TaskID) error {
+			if held.CompareAndSwap(false, true) {
+				time.Sleep(slow)
+				slowDone.Store(true)
+			} else if slowDone.Load() {
+				afterSlow.Add(1)
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		in := &instance{app: app, cancel: cancel, done: make(chan error, 1)}
+		go func() { in.done <- app.Run(ctx) }()
+		t.Cleanup(func() { _ = in.stop() })
+
+		// Lines arrive before, during and after the slow commit, for 12 s in all: the
+		// transaction after it opens as soon as the worker processes again.
+		for i := 0; i < 60; i++ {
+			e.produce(t, 20)
+			time.Sleep(200 * time.Millisecond)
+		}
+		e.waitCountsWhileRunning(t, in, time.Minute, "every word counted after a commit slower than the transaction timeout")
+		e.checkExactlyOnce(t)
+		if !slowDone.Load() {
+			t.Fatal("no commit was held: the test did not make a slow commit")
+		}
+		// The mutant's loop ends on its own at times (one session's transaction commits in
+		// time: a recovery that settles an unknown outcome recreates the producer and
+		// commits at once), so the counts alone do not tell: no transaction of this run
+		// may have been aborted or fenced, and the instance joined one generation.
+		if n := counterTotal(t, reg, "eddy_fenced_tasks_total"); n != 0 {
+			t.Errorf("%v tasks fenced after a slow commit; want none (its next transaction outlived the timeout)", n)
+		}
+		if n := counterTotal(t, reg, "eddy_aborted_transactions_total"); n != 0 {
+			t.Errorf("%v transactions aborted; want none", n)
+		}
+		if n := counterTotal(t, reg, "eddy_rebalances_total"); n != 1 {
+			t.Errorf("%v generations joined; want 1", n)
+		}
+		if n := afterSlow.Load(); n < 2 {
+			t.Errorf("%d commits after the slow one; want at least 2", n)
+		} else {
+			t.Logf("%d commits after the slow one", n)
+		}
+	})
+}
