@@ -33,6 +33,8 @@ func TestDeletedChangelogStopsTheAppAfterTaskTimeout(t *testing.T) {
 		e.produce(t, 20)
 		cfg := e.config(t)
 		cfg.TaskTimeout = 3 * time.Second
+		logsA := newLogCapture()
+		cfg.Logger = slog.New(logsA)
 		a := start(t, e.topo, cfg)
 		e.waitCountsWhileRunning(t, a, time.Minute, "the counts")
 		// A second instance takes half the tasks.
@@ -77,6 +79,13 @@ func TestDeletedChangelogStopsTheAppAfterTaskTimeout(t *testing.T) {
 			if !strings.Contains(runErr.Error(), want) {
 				t.Errorf("the error does not name %q: %v", want, runErr)
 			}
+		}
+		// The first instance led the rebalance after the second left: its plan could not
+		// read the deleted changelog's end, and says so at Warn, naming the tasks.
+		if lines := logsA.grep("WARN", "reading changelog end offsets for the assignment failed", "1_", changelog); len(lines) == 0 {
+			t.Error("the leader did not warn that it could not read the deleted changelog's end for its plan")
+		} else {
+			t.Logf("leader: %s", lines[0])
 		}
 		if took < cfg.TaskTimeout {
 			t.Errorf("gave up after %v, before TaskTimeout %v", took, cfg.TaskTimeout)

@@ -2,7 +2,11 @@ package eddy
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -85,7 +89,8 @@ func (rt *runtime) changelogEnds(tasks []processor.TaskID) map[processor.TaskID]
 	ctx, cancel := context.WithTimeout(context.Background(), planLagBudget)
 	defer cancel()
 	out := map[processor.TaskID]int64{}
-	failed := map[string]bool{}
+	failed := map[string]error{}
+	var unread []string // tasks left without an end
 	for _, id := range tasks {
 		var sum int64
 		ok := true
@@ -94,14 +99,13 @@ func (rt *runtime) changelogEnds(tasks []processor.TaskID) map[processor.TaskID]
 				continue
 			}
 			topic := names.ChangelogTopic(rt.cfg.ApplicationID, st.Name)
-			if failed[topic] || ctx.Err() != nil {
+			if failed[topic] != nil || ctx.Err() != nil {
 				ok = false
 				break
 			}
 			end, err := kread.ListOffsetAt(ctx, rt.client, topic, id.Partition, sarama.OffsetNewest, sarama.ReadCommitted)
 			if err != nil {
-				rt.logger.Debug("reading a changelog's end offset for the plan failed; no lag for the task", "task", id.String(), "store", st.Name, "error", err)
-				failed[topic] = true
+				failed[topic] = fmt.Errorf("%s/%d: %w", topic, id.Partition, err)
 				ok = false
 				break
 			}
@@ -109,7 +113,24 @@ func (rt *runtime) changelogEnds(tasks []processor.TaskID) map[processor.TaskID]
 		}
 		if ok {
 			out[id] = sum
+		} else {
+			unread = append(unread, id.String())
 		}
+	}
+	// One line per plan, at Warn: tasks without an end are placed as if no member held
+	// their state, so they may restore in full where a member had them nearly current.
+	// (At Debug, one line per task, a leader that could not read a changelog said nothing
+	// at the default level.)
+	if len(unread) > 0 {
+		errs := make([]error, 0, len(failed)+1)
+		for _, topic := range slices.Sorted(maps.Keys(failed)) {
+			errs = append(errs, failed[topic])
+		}
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("the plan's budget of %v for these reads ran out: %w", planLagBudget, err))
+		}
+		rt.logger.Warn("reading changelog end offsets for the assignment failed; these tasks are placed as if no member held their state (a member that has it may restore it again)",
+			"tasks", unread, "error", errors.Join(errs...))
 	}
 	return out
 }
