@@ -2,15 +2,19 @@ package eddy_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/kafkatest"
 	"github.com/eddy-streams/eddy/processor"
+	"github.com/eddy-streams/eddy/serde"
 )
 
 // One commit slower than the transaction timeout (it spanned a broker restart, say) does
@@ -88,6 +92,88 @@ func TestSlowCommitDoesNotFenceTheNextTransactions(t *testing.T) {
 			t.Errorf("%d commits after the slow one; want at least 2", n)
 		} else {
 			t.Logf("%d commits after the slow one", n)
+		}
+	})
+}
+
+// A processor that blocks past the transaction timeout makes the broker abort the
+// worker's transaction and fence its producer, which the worker cannot tell from its
+// tasks moving: it drops them and rejoins, and gets them back. It must say what
+// happened — at Warn, naming Config.TransactionTimeout and how long the transaction was
+// open — not "the tasks moved to another instance", which points at the group instead of
+// at what stalled. And the output stays exactly once: 50 values, the second one held for 9 s
+// (TransactionTimeout 6 s) once, each doubled value in the output once.
+func TestStalledTransactionIsReportedAsTimedOut(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		// Real Kafka looks for timed-out transactions every second here
+		// (transaction.abort.timed.out.transaction.cleanup.interval.ms, integration/kafka.sh):
+		// a stall of 7 s sometimes ended before the abort, and the commit won the race.
+		const txnTimeout, stall, n = 6 * time.Second, 9 * time.Second, 50
+		ctx := ctxT(t)
+		in, out := c.Unique("stall-in"), c.Unique("stall-out")
+		for _, topic := range []string{in, out} {
+			if err := c.CreateTopic(ctx, topic, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		msgs := make([]*sarama.ProducerMessage, n)
+		for i := range msgs {
+			msgs[i] = int64Msg(fmt.Sprint(i), int64(i))
+		}
+		if err := c.ProduceToPartition(ctx, in, 0, msgs...); err != nil {
+			t.Fatal(err)
+		}
+		// The second value: the first one's output opened the transaction, and with a
+		// commit interval of 5 s nothing commits it before the stall (at 100 ms the worker
+		// committed after the first record and the stall fell between transactions).
+		var stalled atomic.Bool
+		topo := valueTopology(t, in, out, func(v int64) error {
+			if v == 1 && stalled.CompareAndSwap(false, true) {
+				time.Sleep(stall)
+			}
+			return nil
+		})
+		logs := newLogCapture()
+		reg := prometheus.NewRegistry()
+		a := start(t, topo, eddy.Config{ApplicationID: c.Unique("stall"), Brokers: c.Addrs(), StateDir: t.TempDir(),
+			Logger: slog.New(logs), Metrics: reg, Workers: 1, CommitInterval: 5 * time.Second, TransactionTimeout: txnTimeout})
+		var got map[int64]int
+		waitFor(t, 2*time.Minute, "every value doubled in the output", func() (bool, error) {
+			if err, done := a.exited(); done {
+				return false, fmt.Errorf("app stopped: %v", err)
+			}
+			recs, err := c.ReadCommitted(ctx, out)
+			if err != nil {
+				return false, err
+			}
+			got = map[int64]int{}
+			for _, m := range recs {
+				v, err := serde.Int64().Deserialize(out, m.Value)
+				if err != nil {
+					return false, err
+				}
+				got[v]++
+			}
+			return len(got) == n, nil
+		})
+		for v, k := range got {
+			if k != 1 || v%2 != 0 || v/2 >= n {
+				t.Errorf("output value %d appears %d times; want each of 0, 2, ..., %d once", v, k, 2*(n-1))
+			}
+		}
+		if !stalled.Load() {
+			t.Fatal("nothing stalled: the test held no record")
+		}
+		if f := counterTotal(t, reg, "eddy_fenced_tasks_total"); f == 0 {
+			t.Error("no task was fenced: the stall did not outlive the transaction timeout")
+		}
+		if lines := logs.grep("WARN", "open longer than Config.TransactionTimeout", "open_for="); len(lines) == 0 {
+			t.Errorf("no warning names the transaction timeout; fenced lines: %q", logs.grep("fenced"))
+		} else {
+			t.Logf("%s", lines[0])
+		}
+		if lines := logs.grep("the tasks moved to another instance"); len(lines) > 0 {
+			t.Errorf("a fence by the transaction timeout was reported as a move: %q", lines[0])
 		}
 	})
 }

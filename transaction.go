@@ -70,6 +70,15 @@ func (x *transaction) ensure(ctx context.Context) error {
 // task must be recreated rather than resumed.
 func (x *transaction) lacksProducer() bool { return x.exactlyOnce && x.producer == nil }
 
+// openFor is how long the producer's transaction has been open (0: none open, or no
+// producer).
+func (x *transaction) openFor() time.Duration {
+	if x.producer == nil {
+		return 0
+	}
+	return x.producer.OpenFor(time.Now())
+}
+
 // open reports whether records were sent since the last commit or abort.
 func (x *transaction) open() bool { return x.producer != nil && x.producer.InTransaction() }
 

@@ -122,7 +122,7 @@ func (w *worker) run(sess sarama.ConsumerGroupSession, tasks []*taskRunner) {
 		w.logger.Warn("output failed; the session ends and the uncommitted input is consumed again", "error", err)
 		return
 	case isFenced(err):
-		w.logger.Info("fenced: the tasks moved to another instance; dropping them", "by", w.name(), "reason", err)
+		w.logFenced(err)
 		for _, t := range w.tasks {
 			t.metrics.Fenced()
 		}
@@ -247,6 +247,22 @@ func prepareTasks(ctx context.Context, tasks []*taskRunner) error {
 		return err
 	}
 	return errors.Join(errs...)
+}
+
+// logFenced says why the worker was fenced. Usually the tasks moved: another instance's
+// producer or a newer generation fenced this one. But the broker also aborts a
+// transaction that outlived Config.TransactionTimeout and bumps the producer's epoch,
+// and the next request is then refused as fenced the same way: a processor that
+// blocked, or a commit that waited too long, looks like a move, and the worker drops its
+// tasks and rejoins. Said at Warn, with how long the transaction was open, so that an
+// operator looks at what stalled and not at the group.
+func (w *worker) logFenced(err error) {
+	if open := w.txn.openFor(); w.cfg.txnTimeout > 0 && open >= w.cfg.txnTimeout {
+		w.logger.Warn("fenced after the transaction was open longer than Config.TransactionTimeout: the broker aborted it and fenced the producer; dropping the tasks and rejoining (look for a processor or punctuator that blocked, or a slow commit; raise TransactionTimeout if the work is meant to take that long)",
+			"by", w.name(), "open_for", open.Round(time.Millisecond), "transaction_timeout", w.cfg.txnTimeout, "reason", err)
+		return
+	}
+	w.logger.Info("fenced: the tasks moved to another instance; dropping them", "by", w.name(), "reason", err)
 }
 
 // opContext bounds one producer operation by time and by nothing else: the worker

@@ -52,6 +52,9 @@ type Producer struct {
 	client sarama.Client
 	own    bool // the producer made client and closes it
 	ap     sarama.AsyncProducer
+	// began is when the open transaction began (zero: none since the last commit or
+	// abort), for OpenFor. The task's goroutine alone uses it.
+	began time.Time
 
 	mu      sync.Mutex
 	pending int
@@ -305,6 +308,7 @@ func (p *Producer) Begin() error {
 		p.mu.Unlock()
 		return classify("begin", errors.Join(append([]error{err}, causes...)...), p.ap.TxnStatus())
 	}
+	p.began = time.Now()
 	return nil
 }
 
@@ -443,7 +447,11 @@ func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int6
 	if !p.InTransaction() {
 		return nil
 	}
-	return p.bounded(ctx, "commit", p.ap.CommitTxn)
+	if err := p.bounded(ctx, "commit", p.ap.CommitTxn); err != nil {
+		return err
+	}
+	p.began = time.Time{}
+	return nil
 }
 
 // Abort aborts the open transaction, if any, after the in-flight records settled.
@@ -455,7 +463,22 @@ func (p *Producer) Abort(ctx context.Context) error {
 	if !p.InTransaction() && p.ap.TxnStatus()&sarama.ProducerTxnFlagAbortableError == 0 {
 		return nil
 	}
-	return p.bounded(ctx, "abort", p.ap.AbortTxn)
+	if err := p.bounded(ctx, "abort", p.ap.AbortTxn); err != nil {
+		return err
+	}
+	p.began = time.Time{}
+	return nil
+}
+
+// OpenFor is how long the transaction begun last has been open, up to now; 0 when none
+// was begun since the last commit or abort that succeeded. A transaction that failed
+// keeps its age: the worker tells, from it, a transaction the broker aborted for
+// outliving its timeout from one fenced by another producer.
+func (p *Producer) OpenFor(now time.Time) time.Duration {
+	if p.began.IsZero() {
+		return 0
+	}
+	return now.Sub(p.began)
 }
 
 // bounded runs one of sarama's transaction calls (AddOffsetsToTxn, CommitTxn,
