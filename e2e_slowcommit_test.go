@@ -33,6 +33,7 @@ import (
 // three times in a row on kfake.
 func TestSlowCommitDoesNotFenceTheNextTransactions(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		t.Parallel() // mostly waiting: the brokers' runs overlap
 		// The cap leaves the next transaction half the timeout, 3 s, for its own commit: a
 		// loaded CI machine takes under 1 s.
 		const txnTimeout, slow = 6 * time.Second, 7 * time.Second
@@ -101,14 +102,16 @@ func TestSlowCommitDoesNotFenceTheNextTransactions(t *testing.T) {
 // tasks moving: it drops them and rejoins, and gets them back. It must say what
 // happened — at Warn, naming Config.TransactionTimeout and how long the transaction was
 // open — not "the tasks moved to another instance", which points at the group instead of
-// at what stalled. And the output stays exactly once: 50 values, the second one held for 9 s
+// at what stalled. And the output stays exactly once: 50 values, the second one held for 10 s
 // (TransactionTimeout 6 s) once, each doubled value in the output once.
 func TestStalledTransactionIsReportedAsTimedOut(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		t.Parallel() // mostly waiting: the brokers' runs overlap
 		// Real Kafka looks for timed-out transactions every second here
 		// (transaction.abort.timed.out.transaction.cleanup.interval.ms, integration/kafka.sh):
-		// a stall of 7 s sometimes ended before the abort, and the commit won the race.
-		const txnTimeout, stall, n = 6 * time.Second, 9 * time.Second, 50
+		// a stall of 7 s sometimes ended before the abort, and the commit won the race; 10 s
+		// leaves 3 s for the transaction's start on the broker to lag its first record.
+		const txnTimeout, stall, n = 6 * time.Second, 10 * time.Second, 50
 		ctx := ctxT(t)
 		in, out := c.Unique("stall-in"), c.Unique("stall-out")
 		for _, topic := range []string{in, out} {
