@@ -29,25 +29,40 @@ type cutProxy struct {
 
 func startCutProxy(t *testing.T, target string) *cutProxy {
 	t.Helper()
+	p := &cutProxy{target: target}
+	p.l = serveProxy(t, &p.wg, p.relay, nil)
+	return p
+}
+
+// serveProxy listens on a free local port and runs relay for every connection accepted,
+// each on a goroutine counted in wg, until the test ends: then it closes the listener,
+// calls stop (if any) and waits for every relay.
+func serveProxy(t *testing.T, wg *sync.WaitGroup, relay func(net.Conn), stop func()) net.Listener {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{l: l, target: target}
-	t.Cleanup(func() { l.Close(); p.wg.Wait() })
-	p.wg.Add(1)
+	t.Cleanup(func() {
+		l.Close()
+		if stop != nil {
+			stop()
+		}
+		wg.Wait()
+	})
+	wg.Add(1)
 	go func() {
-		defer p.wg.Done()
+		defer wg.Done()
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); p.relay(c) }()
+			wg.Add(1)
+			go func() { defer wg.Done(); relay(c) }()
 		}
 	}()
-	return p
+	return l
 }
 
 func (p *cutProxy) relay(client net.Conn) {

@@ -31,24 +31,8 @@ type downProxy struct {
 
 func startDownProxy(t *testing.T, target string) *downProxy {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &downProxy{l: l, target: target, conns: map[net.Conn]struct{}{}}
-	t.Cleanup(func() { l.Close(); p.setDown(true); p.wg.Wait() })
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); p.relay(c) }()
-		}
-	}()
+	p := &downProxy{target: target, conns: map[net.Conn]struct{}{}}
+	p.l = serveProxy(t, &p.wg, p.relay, func() { p.setDown(true) })
 	return p
 }
 
