@@ -1,0 +1,192 @@
+package eddy
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/processor"
+)
+
+func tid(sub, p int) processor.TaskID {
+	return processor.TaskID{Subtopology: sub, Partition: int32(p)}
+}
+
+// Claims count only from the newest generation any member reports: a member that
+// missed one reports tasks another member has run since.
+func TestTaskClaimsTakeTheNewestGeneration(t *testing.T) {
+	subs := map[string]subscriptionData{
+		"a":     {Owned: []string{"0_0", "0_1", "not-a-task"}},
+		"b":     {Owned: []string{"0_2"}},
+		"stale": {Owned: []string{"0_1", "0_3"}},
+	}
+	members := map[string]sarama.ConsumerGroupMemberMetadata{
+		"a": {GenerationID: 7}, "b": {GenerationID: 7}, "stale": {GenerationID: 5},
+	}
+	got := taskClaims(members, subs)
+	want := map[processor.TaskID][]string{tid(0, 0): {"a"}, tid(0, 1): {"a"}, tid(0, 2): {"b"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("claims %v, want %v", got, want)
+	}
+}
+
+// A task the plan moves goes to nobody while its old owner still runs it; a task that
+// stays, or that nobody runs, is assigned at once.
+func TestWithholdMovesKeepsAMovedTaskFromItsNewOwner(t *testing.T) {
+	claims := map[processor.TaskID][]string{
+		tid(0, 0): {"a"}, tid(0, 1): {"a"}, tid(0, 2): {"b"},
+		tid(0, 4): {"a", "b"}, // a stale double claim: nobody gets it
+	}
+	assignment := map[string][]processor.TaskID{
+		"a": {tid(0, 0), tid(0, 4)},
+		"b": {tid(0, 1), tid(0, 2)},
+		"c": {tid(0, 3)},
+	}
+	withheld := withholdMoves(assignment, claims)
+	wantAssign := map[string][]processor.TaskID{"a": {tid(0, 0)}, "b": {tid(0, 2)}, "c": {tid(0, 3)}}
+	if !reflect.DeepEqual(assignment, wantAssign) {
+		t.Errorf("assignment %v, want %v", assignment, wantAssign)
+	}
+	wantHeld := map[processor.TaskID][]string{tid(0, 1): {"a"}, tid(0, 4): {"a", "b"}}
+	if !reflect.DeepEqual(withheld, wantHeld) {
+		t.Errorf("withheld %v, want %v", withheld, wantHeld)
+	}
+
+	standby := map[string][]processor.TaskID{"a": {tid(0, 1), tid(0, 2)}, "c": {tid(0, 1)}}
+	dropStandbysOnReleasing(standby, withheld)
+	wantStandby := map[string][]processor.TaskID{"a": {tid(0, 2)}, "c": {tid(0, 1)}}
+	if !reflect.DeepEqual(standby, wantStandby) {
+		t.Errorf("standbys %v, want %v", standby, wantStandby)
+	}
+}
+
+// A scale-up from two members to three, as the cooperative protocol runs it: in the
+// first rebalance the tasks bound for the newcomer are taken from their owners and
+// given to nobody; their owners release them and join again; in the follow-up the
+// newcomer gets them. At no generation does a task have two members running it (a
+// member runs what it ran and was not revoked, plus what it is assigned), every task is
+// assigned after the follow-up, and tasks that stay never stop.
+func TestCooperativeScaleUpMovesEachTaskOnce(t *testing.T) {
+	var tasks []processor.TaskID
+	for s := 0; s < 2; s++ {
+		for p := 0; p < 6; p++ {
+			tasks = append(tasks, tid(s, p))
+		}
+	}
+	running := map[string][]processor.TaskID{}
+	for i, task := range tasks {
+		m := []string{"a", "b"}[i%2]
+		running[m] = append(running[m], task)
+	}
+	running["c"] = nil
+	stopped := map[processor.TaskID]int{} // how often a task was revoked
+	gen := int32(1)
+	plan := func() map[string][]processor.TaskID {
+		members := map[string]sarama.ConsumerGroupMemberMetadata{}
+		subs := map[string]subscriptionData{}
+		for m, ts := range running {
+			members[m] = sarama.ConsumerGroupMemberMetadata{GenerationID: gen}
+			sd := subscriptionData{Version: subscriptionVersion}
+			for _, task := range ts {
+				sd.Owned = append(sd.Owned, task.String())
+			}
+			subs[m] = sd
+		}
+		ids := slices.Sorted(maps.Keys(running))
+		assignment := assignTasks(tasks, ids, subs, 0)
+		withholdMoves(assignment, taskClaims(members, subs))
+		gen++
+		return assignment
+	}
+	for round := 1; round <= 3; round++ {
+		assignment := plan()
+		// A member starts what it is assigned and did not run while the other members
+		// still run what they ran: a task's new owner must find no one else running it.
+		// Then each member applies its assignment: what it ran and is no longer assigned
+		// is revoked (released before the member joins again); the rest runs on.
+		ranBy := map[processor.TaskID]string{}
+		for m, ts := range running {
+			for _, task := range ts {
+				ranBy[task] = m
+			}
+		}
+		owner := map[processor.TaskID]string{}
+		for _, m := range slices.Sorted(maps.Keys(running)) {
+			for _, task := range assignment[m] {
+				if o, dup := owner[task]; dup {
+					t.Fatalf("round %d: task %s assigned to %s and %s", round, task, o, m)
+				}
+				owner[task] = m
+				if was, ok := ranBy[task]; ok && was != m {
+					t.Fatalf("round %d: task %s assigned to %s while %s still runs it", round, task, m, was)
+				}
+			}
+		}
+		for _, m := range slices.Sorted(maps.Keys(running)) {
+			for _, task := range running[m] {
+				if !slices.Contains(assignment[m], task) {
+					stopped[task]++
+				}
+			}
+			running[m] = assignment[m]
+		}
+		t.Logf("round %d: a %v, b %v, c %v", round, running["a"], running["b"], running["c"])
+		if round >= 2 && len(owner) != len(tasks) {
+			t.Errorf("round %d: %d of %d tasks assigned; want all after the follow-up", round, len(owner), len(tasks))
+		}
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		if n := len(running[m]); n != 4 {
+			t.Errorf("member %s runs %d tasks; want 4 of 12 each", m, n)
+		}
+	}
+	moved := 0
+	for _, task := range tasks {
+		if n := stopped[task]; n > 1 {
+			t.Errorf("task %s stopped %d times; want at most once", task, n)
+		}
+		moved += stopped[task]
+	}
+	if moved != 4 {
+		t.Errorf("%d tasks stopped; want the 4 that move to c", moved)
+	}
+}
+
+// Whatever the claims and the plan, no member is assigned a task that another member
+// still runs.
+func TestWithholdMovesNeverAssignsARunningTaskElsewhere(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	members := []string{"a", "b", "c", "d"}
+	for i := 0; i < 2000; i++ {
+		claims := map[processor.TaskID][]string{}
+		assignment := map[string][]processor.TaskID{}
+		for p := 0; p < 8; p++ {
+			task := tid(0, p)
+			for _, m := range members {
+				if r.IntN(4) == 0 {
+					claims[task] = append(claims[task], m)
+				}
+			}
+			if r.IntN(5) > 0 {
+				m := members[r.IntN(len(members))]
+				assignment[m] = append(assignment[m], task)
+			}
+		}
+		before := fmt.Sprint(assignment)
+		withholdMoves(assignment, claims)
+		for m, ts := range assignment {
+			for _, task := range ts {
+				for _, o := range claims[task] {
+					if o != m {
+						t.Fatalf("case %d: %s assigned %s, which %s runs (claims %v, plan %s)", i, m, task, o, claims, before)
+					}
+				}
+			}
+		}
+	}
+}
