@@ -2,6 +2,7 @@ package eddy_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 type claimLog struct {
 	mu                sync.Mutex
 	setups, cleanups  int
+	sess              sarama.ConsumerGroupSession // the last Setup's
 	started, finished map[int32][]time.Time
 	hold              map[int32]time.Duration // how long a revoked claim takes to return
 }
@@ -23,9 +25,10 @@ func newClaimLog() *claimLog {
 	return &claimLog{started: map[int32][]time.Time{}, finished: map[int32][]time.Time{}, hold: map[int32]time.Duration{}}
 }
 
-func (l *claimLog) Setup(sarama.ConsumerGroupSession) error {
+func (l *claimLog) Setup(sess sarama.ConsumerGroupSession) error {
 	l.mu.Lock()
 	l.setups++
+	l.sess = sess
 	l.mu.Unlock()
 	return nil
 }
@@ -158,6 +161,29 @@ func TestSaramaCooperativeKeepsClaimsAndWaitsForRevoked(t *testing.T) {
 		}
 		if kept != 2 {
 			t.Errorf("A kept %d partitions; want 2", kept)
+		}
+
+		// The rejoin trigger eddy's patch adds (sarama.RequestRejoin): the leader, A, asks
+		// for a new generation within its live session; nothing is revoked, so no claim
+		// stops and the session goes on.
+		a.mu.Lock()
+		sessA := a.sess
+		a.mu.Unlock()
+		gen := sessA.GenerationID()
+		if !sarama.RequestRejoin(sessA, fmt.Errorf("test: rejoin")) {
+			t.Fatal("RequestRejoin refused sarama's own session")
+		}
+		waitFor(t, time.Minute, "a new generation after RequestRejoin", func() (bool, error) {
+			return sessA.GenerationID() > gen, nil
+		})
+		setupsA2, cleanupsA2, startedA2, finishedA2 := a.snapshot()
+		if setupsA2 != setupsA || cleanupsA2 != cleanupsA {
+			t.Errorf("the rejoin ended A's session: %d Setups and %d Cleanups", setupsA2, cleanupsA2)
+		}
+		for p := int32(0); p < 4; p++ {
+			if len(startedA2[p]) != len(startedA[p]) || len(finishedA2[p]) != len(finishedA[p]) {
+				t.Errorf("the rejoin (generation %d -> %d) stopped or restarted A's claim of partition %d", gen, sessA.GenerationID(), p)
+			}
 		}
 		cancelB()
 		<-doneB

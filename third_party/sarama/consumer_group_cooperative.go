@@ -166,3 +166,18 @@ func (s *consumerGroupSession) triggerRebalance(cause error) {
 	default:
 	}
 }
+
+// RequestRejoin asks sess's member to join its group again, as a heartbeat that learns
+// of a rebalance does (triggerRebalance): under the eager protocol the session ends;
+// under the cooperative one the member joins again within the live session, and the
+// claims it keeps run on. It reports false for a session that is not one of sarama's
+// own. eddy's patch (third_party/sarama/README.md): upstream has no way to make a live
+// cooperative session rejoin, and returning from ConsumeClaim does not do it.
+func RequestRejoin(sess ConsumerGroupSession, cause error) bool {
+	s, ok := sess.(*consumerGroupSession)
+	if !ok {
+		return false
+	}
+	s.triggerRebalance(cause)
+	return true
+}
