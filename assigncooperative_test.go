@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/internal/graph"
 	"github.com/eddy-streams/eddy/processor"
 )
 
@@ -187,6 +188,63 @@ func TestWithholdMovesNeverAssignsARunningTaskElsewhere(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// The assignor's Plan under the cooperative protocol: a member that joins a member
+// running all eight tasks gets none of them in the first rebalance (the old owner still
+// runs them) and four in the follow-up, once the old owner reports only the four it
+// kept. Eager (the control) hands them over at once.
+func TestCooperativePlanMovesInTwoRebalances(t *testing.T) {
+	a := newAssignor(graph.Of(joinTopology(t)), "app")
+	if got := a.SupportedProtocols(); !reflect.DeepEqual(got, []sarama.RebalanceProtocol{sarama.RebalanceProtocolEager}) {
+		t.Fatalf("eager assignor declares %v", got)
+	}
+	var all []string
+	for s := 0; s < 2; s++ {
+		for p := 0; p < 4; p++ {
+			all = append(all, tid(s, p).String())
+		}
+	}
+	planOf := func(owned1 []string) map[string][]processor.TaskID {
+		members := map[string]sarama.ConsumerGroupMemberMetadata{
+			"m1": member(t, subscriptionData{Version: 1, Owned: owned1}),
+			"m2": member(t, subscriptionData{Version: 1}),
+		}
+		plan, err := a.Plan(members, fourPartitions(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]processor.TaskID{}
+		for m, topics := range plan {
+			out[m] = a.tasksOf(topics)
+		}
+		return out
+	}
+	if eager := planOf(all); len(eager["m2"]) != 4 {
+		t.Fatalf("eager: the newcomer got %v; want 4 tasks at once", eager["m2"])
+	}
+
+	a.cooperative = true
+	if got := a.SupportedProtocols(); !reflect.DeepEqual(got, []sarama.RebalanceProtocol{sarama.RebalanceProtocolCooperative}) {
+		t.Fatalf("cooperative assignor declares %v", got)
+	}
+	first := planOf(all)
+	if len(first["m2"]) != 0 || len(first["m1"]) != 4 {
+		t.Fatalf("first rebalance: m1 %v, m2 %v; want m1 to keep 4 and m2 to get none while m1 runs them", first["m1"], first["m2"])
+	}
+	var kept []string
+	for _, task := range first["m1"] {
+		kept = append(kept, task.String())
+	}
+	second := planOf(kept)
+	if !reflect.DeepEqual(second["m1"], first["m1"]) || len(second["m2"]) != 4 {
+		t.Fatalf("follow-up: m1 %v, m2 %v; want m1 unchanged and m2 the other 4", second["m1"], second["m2"])
+	}
+	for _, task := range second["m2"] {
+		if slices.Contains(first["m1"], task) {
+			t.Errorf("task %s given to m2 while m1 keeps it", task)
 		}
 	}
 }

@@ -45,6 +45,10 @@ type assignor struct {
 	lastMembers map[string]string             // leader: member → host
 	lastStandby map[string][]processor.TaskID // leader: member → its standby tasks in the plan
 	warm        warmupPolicy                  // warm-ups and rack (assignwarmup.go, assignrack.go)
+	// cooperative makes the group run the cooperative protocol (SupportedProtocols) and
+	// the plan move a task in two rebalances (assigncooperative.go). Not set by the
+	// runtime yet.
+	cooperative bool
 }
 
 func newAssignor(g *graph.Graph, appID string) *assignor {
@@ -72,9 +76,17 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	a.readLags(tasks, ids, subs)
 	assignment := assignTasks(tasks, ids, subs, a.warm.acceptableLag)
 	moves := a.holdBack(tasks, ids, subs, assignment)
+	var withheld map[processor.TaskID][]string
+	if a.cooperative {
+		withheld = withholdMoves(assignment, taskClaims(members, subs))
+		if len(withheld) > 0 && a.logf != nil {
+			a.logf("moving tasks in two rebalances: their owners release them first", "tasks", len(withheld))
+		}
+	}
 	var standby map[string][]processor.TaskID
 	if a.standbys > 0 {
 		standby = a.planStandbys(tasks, ids, subs, assignment)
+		dropStandbysOnReleasing(standby, withheld)
 	}
 
 	a.planWarmups(moves, subs, standby)
@@ -124,7 +136,17 @@ func (a *assignor) partitionPlan(ids []string, subs map[string]subscriptionData,
 	return plan, hosts, memberHosts
 }
 
+// SupportedProtocols implements sarama.RebalanceProtocolBalanceStrategy: the group's
+// protocol is eager unless the assignor is cooperative.
+func (a *assignor) SupportedProtocols() []sarama.RebalanceProtocol {
+	if a.cooperative {
+		return []sarama.RebalanceProtocol{sarama.RebalanceProtocolCooperative}
+	}
+	return []sarama.RebalanceProtocol{sarama.RebalanceProtocolEager}
+}
+
 var _ sarama.OnAssignmentBalanceStrategy = (*assignor)(nil)
+var _ sarama.RebalanceProtocolBalanceStrategy = (*assignor)(nil)
 var _ sarama.SubscriptionUserDataBalanceStrategy = (*assignor)(nil)
 
 // bumpEpoch changes the member's subscription, so its next join starts a rebalance.
