@@ -212,10 +212,21 @@ func (rt *runtime) startWorkers(sess sarama.ConsumerGroupSession, tasks []*taskR
 	if rt.cfg.ProducerPerTask {
 		for _, t := range tasks {
 			w := soloWorker(rt, rt.settings, t)
-			wg.Go(func() { w.run(sess, []*taskRunner{t}) })
+			wg.Go(func() { w.run(sess.Context(), sess, []*taskRunner{t}) })
 		}
 		return
 	}
+	for i, share := range rt.deal(tasks) {
+		if len(share) > 0 {
+			w := rt.workers[i]
+			wg.Go(func() { w.run(sess.Context(), sess, share) })
+		}
+	}
+}
+
+// deal shares tasks among the workers, in task order: worker i gets the tasks i,
+// i+len(workers), ...
+func (rt *runtime) deal(tasks []*taskRunner) [][]*taskRunner {
 	slices.SortFunc(tasks, func(a, b *taskRunner) int {
 		return cmp.Or(cmp.Compare(a.id.Subtopology, b.id.Subtopology), cmp.Compare(a.id.Partition, b.id.Partition))
 	})
@@ -223,10 +234,5 @@ func (rt *runtime) startWorkers(sess sarama.ConsumerGroupSession, tasks []*taskR
 	for i, t := range tasks {
 		shares[i%len(shares)] = append(shares[i%len(shares)], t)
 	}
-	for i, share := range shares {
-		if len(share) > 0 {
-			w := rt.workers[i]
-			wg.Go(func() { w.run(sess, share) })
-		}
-	}
+	return shares
 }

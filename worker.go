@@ -88,8 +88,9 @@ func (w *worker) taskIDs() []processor.TaskID {
 }
 
 // run is the worker's goroutine for one session: it prepares its tasks, then processes
-// and commits them together until the session ends, then commits and suspends them.
-func (w *worker) run(sess sarama.ConsumerGroupSession, tasks []*taskRunner) {
+// and commits them together until ctx (the session's, or a context of it) ends, then
+// commits and suspends them.
+func (w *worker) run(ctx context.Context, sess sarama.ConsumerGroupSession, tasks []*taskRunner) {
 	w.tasks = w.tasks[:0]
 	for _, t := range tasks {
 		t.runMu.Lock()
@@ -110,11 +111,11 @@ func (w *worker) run(sess sarama.ConsumerGroupSession, tasks []*taskRunner) {
 	w.sess, w.txn.sess = sess, sess
 	w.turn, w.turnRan = 0, 0
 	all := w.tasks // the session's tasks; w.tasks becomes those running (session)
-	err := w.session(sess.Context())
+	err := w.session(ctx)
 	switch {
 	case err == nil:
 		return
-	case sess.Context().Err() != nil && recoverable(err):
+	case ctx.Err() != nil && recoverable(err):
 		w.logger.Info("session ended during a failed transaction; dropping it", "error", err)
 		w.abandon()
 		return
