@@ -88,3 +88,37 @@ func dropStandbysOnReleasing(standby map[string][]processor.TaskID, withheld map
 		})
 	}
 }
+
+// placement returns the member each task of assignment (member → tasks) goes to.
+func placement(assignment map[string][]processor.TaskID) map[processor.TaskID]string {
+	to := map[processor.TaskID]string{}
+	for member, tasks := range assignment {
+		for _, t := range tasks {
+			to[t] = member
+		}
+	}
+	return to
+}
+
+// pinReleased gives each task that the last plan withheld on its way to a member
+// (pending: task → that member) to that member, when no member runs it any more and
+// the member is still in the group (ids). Without it the follow-up plan placed the task
+// afresh: a task nobody runs counts as one whose instance is gone, and goes to the
+// member whose state of it is freshest — its old owner, which had just released it
+// (TestCooperativeRebalanceStopsOnlyWhatMoves: two of the four tasks withheld for the
+// newcomer went back to the first instance, which restarted them).
+func pinReleased(assignment map[string][]processor.TaskID, pending map[processor.TaskID]string, claims map[processor.TaskID][]string, ids []string) {
+	for t, to := range pending {
+		if len(claims[t]) > 0 || !slices.Contains(ids, to) {
+			continue
+		}
+		for member, tasks := range assignment {
+			if member != to {
+				assignment[member] = slices.DeleteFunc(tasks, func(x processor.TaskID) bool { return x == t })
+			}
+		}
+		if !slices.Contains(assignment[to], t) {
+			assignment[to] = append(assignment[to], t)
+		}
+	}
+}

@@ -248,3 +248,53 @@ func TestCooperativePlanMovesInTwoRebalances(t *testing.T) {
 		}
 	}
 }
+
+// The follow-up plan gives the withheld tasks to the member they were moving to, even
+// when their old owner, which released them, reports their state on disk: without
+// pinReleased a task nobody runs counted as one whose instance was gone and went back to
+// the member with the freshest state, the old owner (seen in
+// TestCooperativeRebalanceStopsOnlyWhatMoves).
+func TestCooperativeFollowUpKeepsTheMove(t *testing.T) {
+	a, _ := warmupAssignor(t, 0, 2, 100) // the word count's: 1_p are stateful
+	a.cooperative = true
+	var all []string
+	for s := 0; s < 2; s++ {
+		for p := 0; p < 4; p++ {
+			all = append(all, tid(s, p).String())
+		}
+	}
+	planOf := func(owned1 []string) map[string][]processor.TaskID {
+		offsets := map[string]int64{}
+		for _, task := range all {
+			offsets[task] = 100 // on disk, at the changelogs' end (endOffsets)
+			if slices.Contains(owned1, task) {
+				offsets[task] = caughtUp
+			}
+		}
+		members := map[string]sarama.ConsumerGroupMemberMetadata{
+			"m1": member(t, subscriptionData{Version: 1, Owned: owned1, State: all, Offsets: offsets}),
+			"m2": member(t, subscriptionData{Version: 1}),
+		}
+		plan, err := a.Plan(members, fourPartitions(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]processor.TaskID{}
+		for m, topics := range plan {
+			out[m] = a.tasksOf(topics)
+		}
+		return out
+	}
+	first := planOf(all)
+	if len(first["m2"]) != 0 || len(first["m1"]) == 8 {
+		t.Fatalf("first rebalance: m1 %v, m2 %v; want m1 to give up some and m2 to get none yet", first["m1"], first["m2"])
+	}
+	var kept []string
+	for _, task := range first["m1"] {
+		kept = append(kept, task.String())
+	}
+	second := planOf(kept)
+	if !reflect.DeepEqual(second["m1"], first["m1"]) || len(second["m2"]) != 8-len(first["m1"]) {
+		t.Fatalf("follow-up: m1 %v, m2 %v; want m1 unchanged (%v) and m2 the %d tasks m1 released", second["m1"], second["m2"], first["m1"], 8-len(first["m1"]))
+	}
+}

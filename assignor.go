@@ -46,9 +46,15 @@ type assignor struct {
 	lastStandby map[string][]processor.TaskID // leader: member → its standby tasks in the plan
 	warm        warmupPolicy                  // warm-ups and rack (assignwarmup.go, assignrack.go)
 	// cooperative makes the group run the cooperative protocol (SupportedProtocols) and
-	// the plan move a task in two rebalances (assigncooperative.go). Not set by the
-	// runtime yet.
+	// the plan move a task in two rebalances (assigncooperative.go):
+	// Config.RebalanceProtocol.
 	cooperative bool
+	// pending: the leader's last plan withheld these tasks on their way to these
+	// members (pinReleased).
+	pending map[processor.TaskID]string
+	// beforeJoin, if set, runs at the start of every join (SubscriptionUserData): the
+	// runtime's commit gate (groupcooperative.go).
+	beforeJoin func()
 }
 
 func newAssignor(g *graph.Graph, appID string) *assignor {
@@ -78,10 +84,23 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	moves := a.holdBack(tasks, ids, subs, assignment)
 	var withheld map[processor.TaskID][]string
 	if a.cooperative {
-		withheld = withholdMoves(assignment, taskClaims(members, subs))
+		claims := taskClaims(members, subs)
+		a.mu.Lock()
+		pending := a.pending
+		a.mu.Unlock()
+		pinReleased(assignment, pending, claims, ids)
+		target := placement(assignment)
+		withheld = withholdMoves(assignment, claims)
 		if len(withheld) > 0 && a.logf != nil {
 			a.logf("moving tasks in two rebalances: their owners release them first", "tasks", len(withheld))
 		}
+		pending = map[processor.TaskID]string{}
+		for t := range withheld {
+			pending[t] = target[t]
+		}
+		a.mu.Lock()
+		a.pending = pending
+		a.mu.Unlock()
 	}
 	var standby map[string][]processor.TaskID
 	if a.standbys > 0 {

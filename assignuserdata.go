@@ -54,6 +54,9 @@ type assignmentData struct {
 
 // SubscriptionUserData implements sarama.SubscriptionUserDataBalanceStrategy.
 func (a *assignor) SubscriptionUserData(topics []string) ([]byte, error) {
+	if a.beforeJoin != nil {
+		a.beforeJoin()
+	}
 	a.mu.Lock()
 	sd := subscriptionData{Version: subscriptionVersion, Host: a.host, Epoch: a.epoch}
 	for _, t := range a.owned {

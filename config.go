@@ -80,6 +80,11 @@ type Config struct {
 	// stops every task of the group for a moment (the protocol is eager). Default
 	// 10 min (Kafka Streams' default); at least 1 s.
 	ProbingRebalanceInterval time.Duration
+	// RebalanceProtocol is EagerRebalancing (the default: every task of the group
+	// pauses at each rebalance) or CooperativeRebalancing (only the tasks that move
+	// stop; a probing rebalance then pauses nothing but the task it moves). Give every
+	// instance of an application the same.
+	RebalanceProtocol RebalanceProtocol
 	// Rack names where this instance runs (a zone, a rack): a task's standby replicas
 	// go to instances on other racks than its active task and than each other where
 	// there are such instances (KIP-925-like), else anywhere, with a log line. Default
@@ -279,6 +284,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, configErr("NumStandbyReplicas", "%d is negative: want 0 (no standbys) or the number of standby replicas per task", c.NumStandbyReplicas)
 	}
 	if err := c.checkWarmups(); err != nil {
+		return c, err
+	}
+	if err := c.checkRebalanceProtocol(); err != nil {
 		return c, err
 	}
 	if err := c.checkInternalTopics(); err != nil {

@@ -19,6 +19,10 @@ import (
 // parallel, bounded in time), before sarama reads the committed offsets.
 func (rt *runtime) onAssignment(assigned, standby []processor.TaskID, generation int32, hosts map[string][]string) {
 	rt.metrics.Rebalance()
+	if c := rt.liveCrew(); c != nil {
+		rt.onCooperativeAssignment(c, assigned, standby, generation, hosts)
+		return
+	}
 	prevGen := rt.registry.newGeneration(generation, hosts)
 	// A task kept across a generation gap may have been owned and changed by another
 	// instance in between: start it afresh.
@@ -170,7 +174,15 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	for _, t := range run {
 		t.beginSession()
 	}
-	rt.startWorkers(sess, run, &h.wg)
+	if rt.cfg.RebalanceProtocol == CooperativeRebalancing {
+		c := newCrew(rt, sess, &h.wg)
+		rt.mu.Lock()
+		rt.crew = c
+		rt.mu.Unlock()
+		c.start(run)
+	} else {
+		rt.startWorkers(sess, run, &h.wg)
+	}
 	rt.startProbing(sess, &h.wg)
 	rt.sessions.Add(1)
 	rt.inSession.Store(true)
@@ -195,13 +207,35 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		in = t.inbox
 	}
 	forwardClaim(sess.Context(), rejoin, msgs, in)
+	if t != nil && revoked(sess, rejoin) {
+		if c := h.rt.liveCrew(); c != nil {
+			c.release(t.id)
+		}
+	}
 	return nil
+}
+
+// revoked reports whether a claim whose records ended was revoked (cooperative
+// rebalancing) rather than ended with its session.
+func revoked(sess sarama.ConsumerGroupSession, rejoin <-chan struct{}) bool {
+	if sess.Context().Err() != nil {
+		return false
+	}
+	select {
+	case <-rejoin:
+		return false
+	default:
+		return true
+	}
 }
 
 // Cleanup waits for every task of the session to commit and stop.
 func (h *groupHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
 	h.rt.inSession.Store(false)
 	h.wg.Wait()
+	h.rt.mu.Lock()
+	h.rt.crew = nil
+	h.rt.mu.Unlock()
 	return nil
 }
 

@@ -57,6 +57,32 @@ func (r *taskRegistry) reconcile(assigned []processor.TaskID, stale func(*taskRu
 	return closing, fresh
 }
 
+// add makes the assigned tasks the set lacks with create and returns them; it takes
+// nothing out (under cooperative rebalancing a revoked task leaves when it is released:
+// remove).
+func (r *taskRegistry) add(assigned []processor.TaskID, create func(processor.TaskID) *taskRunner) (fresh []*taskRunner) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range assigned {
+		if _, ok := r.tasks[id]; !ok {
+			t := create(id)
+			r.tasks[id] = t
+			fresh = append(fresh, t)
+		}
+	}
+	return fresh
+}
+
+// remove takes a task out of the set and returns it (nil: not here), for the caller to
+// close.
+func (r *taskRegistry) remove(id processor.TaskID) *taskRunner {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.tasks[id]
+	delete(r.tasks, id)
+	return t
+}
+
 // get returns a task of the set (nil: not here).
 func (r *taskRegistry) get(id processor.TaskID) *taskRunner {
 	r.mu.Lock()

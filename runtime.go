@@ -68,6 +68,11 @@ type runtime struct {
 
 	mu     sync.Mutex
 	rejoin chan struct{} // closed to end the current session
+	// crew runs the workers of the current session under cooperative rebalancing
+	// (groupcooperative.go); nil otherwise and between sessions.
+	crew *crew
+	// gate holds the workers' commits during a join of a cooperative session.
+	gate *commitGate
 	// cancelSession cancels the context of the current group.Consume (endSession).
 	cancelSession context.CancelFunc
 
@@ -174,6 +179,11 @@ func (rt *runtime) useAssignor() {
 	rt.assignor = newAssignor(rt.g, rt.cfg.ApplicationID)
 	rt.assignor.host = rt.cfg.AdvertisedAddr
 	rt.assignor.standbys = rt.cfg.NumStandbyReplicas
+	rt.assignor.cooperative = rt.cfg.RebalanceProtocol == CooperativeRebalancing
+	if rt.assignor.cooperative {
+		rt.gate = newCommitGate()
+		rt.assignor.beforeJoin = rt.beforeJoin
+	}
 	rt.assignor.warm.acceptableLag = rt.cfg.AcceptableRecoveryLag
 	rt.assignor.warm.max = rt.cfg.MaxWarmupReplicas
 	rt.assignor.warm.rack = rt.cfg.Rack

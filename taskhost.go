@@ -36,6 +36,9 @@ type taskHost interface {
 	outputLimit(topic string) int
 	// requestRejoin ends the group session, forcing a new generation.
 	requestRejoin(sess sarama.ConsumerGroupSession)
+	// enterCommit waits until a commit in sess may go ahead (cooperative rebalancing:
+	// not during a join) and returns the function that ends the commit.
+	enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession) (leave func())
 	// fail stops the application with err.
 	fail(err error)
 	// flushSlot and restoreSlot bound the CPU-bound store writes and restores running

@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -18,10 +19,16 @@ import (
 // startProbing starts, for a session in which this instance keeps warm-up replicas,
 // the goroutine that makes the probing rebalance (probe); it ends with the session.
 func (rt *runtime) startProbing(sess sarama.ConsumerGroupSession, wg *sync.WaitGroup) {
+	if rt.cfg.RebalanceProtocol == CooperativeRebalancing {
+		// The session outlives rebalances: warm-ups may come in any of its
+		// generations.
+		wg.Go(func() { rt.probe(sess.Context(), rt.cfg.ProbingRebalanceInterval, sess) })
+		return
+	}
 	if len(rt.assignor.warmups()) == 0 {
 		return
 	}
-	wg.Go(func() { rt.probe(sess.Context(), rt.cfg.ProbingRebalanceInterval) })
+	wg.Go(func() { rt.probe(sess.Context(), rt.cfg.ProbingRebalanceInterval, nil) })
 }
 
 // probe asks, every interval, whether one of this instance's warm-ups is within
@@ -29,7 +36,11 @@ func (rt *runtime) startProbing(sess sarama.ConsumerGroupSession, wg *sync.WaitG
 // the leader plans again and moves the task (Kafka Streams' probing rebalance, which
 // it makes every interval whatever the warm-ups' lags; here a rebalance, which stops
 // every task of the group for a moment, is made only when it can move a task).
-func (rt *runtime) probe(ctx context.Context, interval time.Duration) {
+//
+// Under cooperative rebalancing (live, the session) the member joins again within the
+// session (sarama.RequestRejoin): only the task that moves pauses, and the probe goes
+// on for the warm-ups of the later generations.
+func (rt *runtime) probe(ctx context.Context, interval time.Duration, live sarama.ConsumerGroupSession) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -41,11 +52,19 @@ func (rt *runtime) probe(ctx context.Context, interval time.Duration) {
 		if warm := rt.warmupsCaughtUp(); len(warm) > 0 {
 			rt.logger.Info("probing rebalance: warm-up replicas are within Config.AcceptableRecoveryLag; asking for a new generation to move their tasks here",
 				"warm", warm, "acceptable_recovery_lag", rt.cfg.AcceptableRecoveryLag)
+			if live != nil {
+				rt.assignor.bumpEpoch()
+				sarama.RequestRejoin(live, errProbingRebalance)
+				continue
+			}
 			rt.endSession()
 			return
 		}
 	}
 }
+
+// errProbingRebalance is the cause of a probing rebalance's rejoin.
+var errProbingRebalance = errors.New("eddy: probing rebalance: a warm-up replica caught up")
 
 // warmupsCaughtUp lists this instance's warm-ups whose last round of reading found
 // them within Config.AcceptableRecoveryLag of their changelogs' ends.

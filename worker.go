@@ -56,6 +56,9 @@ type worker struct {
 	// stoppedAt is when the last session ended under the worker (its context done),
 	// for the pause of the tasks it keeps (resumed); zero once reported.
 	stoppedAt time.Time
+	// dropped: the last run dropped uncommitted work (abandon), so its tasks' claims
+	// must start again at the committed offsets (groupcooperative.go).
+	dropped bool
 }
 
 func newWorker(host taskHost, cfg taskSettings, idx int, txnID string) *worker {
@@ -92,6 +95,7 @@ func (w *worker) taskIDs() []processor.TaskID {
 // commits and suspends them.
 func (w *worker) run(ctx context.Context, sess sarama.ConsumerGroupSession, tasks []*taskRunner) {
 	w.tasks = w.tasks[:0]
+	w.dropped = false
 	for _, t := range tasks {
 		t.runMu.Lock()
 		defer t.runMu.Unlock()
@@ -299,6 +303,7 @@ func (w *worker) suspend() error {
 
 // abandon drops the open transaction and every task's uncommitted work.
 func (w *worker) abandon() {
+	w.dropped = true
 	for _, t := range w.tasks {
 		t.dropWork()
 	}

@@ -180,7 +180,10 @@ func (w *worker) commitTxn(ctx context.Context, start time.Time, offsets map[str
 	}
 	flushed := time.Now()
 	ph.Flush = flushed.Sub(prepared)
-	if err := w.txn.commit(ctx, offsets); err != nil {
+	leave := w.host.enterCommit(ctx, w.sess)
+	err = w.txn.commit(ctx, offsets)
+	leave()
+	if err != nil {
 		return ph, committed, err
 	}
 	committed = time.Now()

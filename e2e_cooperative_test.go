@@ -1,0 +1,137 @@
+package eddy_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/processor"
+)
+
+// Cooperative rebalancing stops only what moves (issue 24 item 4): with lines flowing,
+// a second instance joins an instance running all 8 tasks, one per worker. The first
+// instance releases the tasks that move — each one's open transaction committed before
+// its partitions go — and its other tasks never stop: each of them starts once ("task
+// running") over the whole run, where the eager protocol suspends and starts again
+// every task of the group at each rebalance. Then the second instance leaves and the
+// first takes its tasks back within the same session. Every word is counted exactly
+// once throughout.
+func TestCooperativeRebalanceStopsOnlyWhatMoves(t *testing.T) {
+	forEachProducerModel(t, testCooperativeRebalanceStopsOnlyWhatMoves)
+}
+
+func testCooperativeRebalanceStopsOnlyWhatMoves(t *testing.T, perTask bool) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		e := newWordCount(t, c, 4)
+		e.perTask = perTask
+		logA, logB := newLogCapture(), newLogCapture()
+		cfgA, cfgB := e.config(t), e.config(t)
+		cfgA.Logger, cfgB.Logger = slog.New(logA), slog.New(logB)
+		for _, cfg := range []*eddy.Config{&cfgA, &cfgB} {
+			cfg.RebalanceProtocol = eddy.CooperativeRebalancing
+			cfg.Workers = 8 // one task per worker on a: the workers of the tasks a keeps lose none
+		}
+		a := start(t, e.topo, cfgA)
+		waitFor(t, time.Minute, "a to own every task", func() (bool, error) { return len(a.app.Tasks()) == 8, nil })
+		e.produce(t, 100)
+		e.waitCountsWhileRunning(t, a, time.Minute, "the counts")
+
+		// Lines keep coming while b joins and while it leaves.
+		ctx, stopLines := context.WithCancel(context.Background())
+		var lines sync.WaitGroup
+		var produceErr error
+		lines.Go(func() {
+			for ctx.Err() == nil {
+				if err := e.produceErr(10); err != nil {
+					produceErr = err
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		defer func() { stopLines(); lines.Wait() }()
+
+		b := start(t, e.topo, cfgB)
+		waitFor(t, time.Minute, "both instances to own tasks, none twice", func() (bool, error) {
+			ta, tb := a.app.Tasks(), b.app.Tasks()
+			return len(ta) > 0 && len(tb) > 0 && len(ta)+len(tb) == 8, nil
+		})
+		kept, moved := a.app.Tasks(), b.app.Tasks()
+		time.Sleep(time.Second) // processing in the new generation, lines still coming
+
+		// a released exactly the tasks b runs, each once.
+		released := map[string]int{}
+		for _, l := range logA.grep("task released to its next owner") {
+			released[attr(l, "task")]++
+		}
+		for _, id := range moved {
+			if released[id.String()] != 1 {
+				t.Errorf("task %s moved to b; a released it %d times, want 1 (released: %v)", id, released[id.String()], released)
+			}
+		}
+		if len(released) != len(moved) {
+			t.Errorf("a released %v; b runs %v", released, moved)
+		}
+		// The tasks a kept never stopped.
+		for _, id := range kept {
+			if n := starts(logA, id); n != 1 {
+				t.Errorf("task %s stayed on a and started %d times, want 1: it was stopped by the rebalance", id, n)
+			}
+		}
+		if got := logA.grep("consumer group session ended"); len(got) > 0 {
+			t.Errorf("a's session ended: %q", got)
+		}
+
+		// b leaves; a takes its tasks back within its session.
+		if err := b.stop(); err != nil {
+			t.Fatalf("stopping b: %v", err)
+		}
+		waitFor(t, time.Minute, "a to own every task again", func() (bool, error) { return len(a.app.Tasks()) == 8, nil })
+		time.Sleep(time.Second)
+		stopLines()
+		lines.Wait()
+		if produceErr != nil {
+			t.Fatal(produceErr)
+		}
+		e.waitCountsWhileRunning(t, a, time.Minute, "the counts after b left")
+		for _, id := range kept {
+			if n := starts(logA, id); n != 1 {
+				t.Errorf("task %s stayed on a throughout and started %d times, want 1", id, n)
+			}
+		}
+		if err := a.stop(); err != nil {
+			t.Fatalf("stopping a: %v", err)
+		}
+		e.checkExactlyOnce(t)
+		t.Logf("kept on a: %v; moved to b and back: %v; %d lines", kept, moved, e.linesWritten)
+	})
+}
+
+// attr returns the value of key=value in a captured log line.
+func attr(line, key string) string {
+	i := strings.Index(line, " "+key+"=")
+	if i < 0 {
+		return ""
+	}
+	v := line[i+len(key)+2:]
+	if j := strings.IndexByte(v, ' '); j >= 0 {
+		v = v[:j]
+	}
+	return v
+}
+
+// starts counts the times task id started running in log.
+func starts(log logCapture, id processor.TaskID) int {
+	n := 0
+	for _, l := range log.grep("task running") {
+		if attr(l, "task") == id.String() {
+			n++
+		}
+	}
+	return n
+}
