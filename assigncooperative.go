@@ -21,8 +21,12 @@ import (
 // follow-up rebalance, consumer_group_cooperative.go); in the second no member reports
 // it any more and the plan gives it to its new owner.
 //
-// Not wired in yet: the runtime still runs the eager protocol (the five runtime changes
-// the design lists come first).
+// The leader withholds moves whatever its own protocol: claims come only from members
+// of the cooperative protocol (an eager member joins without a generation and holds
+// nothing), so in an eager group nothing is withheld, and a group in the middle of a
+// switch from one protocol to the other is safe as long as its leader runs this code
+// (docs/operations.md, "Cooperative rebalancing"). The runtime's half is
+// groupcooperative.go.
 
 // taskClaims returns, for every task that a member reports running (its subscription's
 // Owned), the members that report it. Only reports made in the newest generation any
@@ -37,7 +41,10 @@ func taskClaims(members map[string]sarama.ConsumerGroupMemberMetadata, subs map[
 	}
 	claims := map[processor.TaskID][]string{}
 	for id, m := range members {
-		if m.GenerationID != newest {
+		if m.GenerationID != newest || m.GenerationID < 0 {
+			// A member joining without a generation holds nothing: an eager
+			// member (its Owned are what it ran before it stopped them) or the
+			// first join of a cooperative session.
 			continue
 		}
 		for _, s := range subs[id].Owned {

@@ -207,10 +207,17 @@ func TestCooperativePlanMovesInTwoRebalances(t *testing.T) {
 			all = append(all, tid(s, p).String())
 		}
 	}
+	// gen is the generation the members join with: -1 for eager members (sarama's
+	// eager join holds nothing), the last one for cooperative members.
+	gen := int32(3)
 	planOf := func(owned1 []string) map[string][]processor.TaskID {
 		members := map[string]sarama.ConsumerGroupMemberMetadata{
 			"m1": member(t, subscriptionData{Version: 1, Owned: owned1}),
 			"m2": member(t, subscriptionData{Version: 1}),
+		}
+		for id, m := range members {
+			m.GenerationID = gen
+			members[id] = m
 		}
 		plan, err := a.Plan(members, fourPartitions(a))
 		if err != nil {
@@ -222,9 +229,17 @@ func TestCooperativePlanMovesInTwoRebalances(t *testing.T) {
 		}
 		return out
 	}
+	gen = -1
 	if eager := planOf(all); len(eager["m2"]) != 4 {
 		t.Fatalf("eager: the newcomer got %v; want 4 tasks at once", eager["m2"])
 	}
+	// An eager leader (an instance of the group being switched) withholds the tasks
+	// of cooperative members as a cooperative one does.
+	gen = 3
+	if mixed := planOf(all); len(mixed["m2"]) != 0 || len(mixed["m1"]) != 4 {
+		t.Fatalf("eager leader, cooperative members: m1 %v, m2 %v; want m1 to keep 4 and m2 to get none while m1 runs them", mixed["m1"], mixed["m2"])
+	}
+	a.pending = nil
 
 	a.cooperative = true
 	if got := a.SupportedProtocols(); !reflect.DeepEqual(got, []sarama.RebalanceProtocol{sarama.RebalanceProtocolCooperative}) {
@@ -274,6 +289,10 @@ func TestCooperativeFollowUpKeepsTheMove(t *testing.T) {
 		members := map[string]sarama.ConsumerGroupMemberMetadata{
 			"m1": member(t, subscriptionData{Version: 1, Owned: owned1, State: all, Offsets: offsets}),
 			"m2": member(t, subscriptionData{Version: 1}),
+		}
+		for id, m := range members {
+			m.GenerationID = 3 // cooperative members in a live session
+			members[id] = m
 		}
 		plan, err := a.Plan(members, fourPartitions(a))
 		if err != nil {

@@ -83,7 +83,7 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	assignment := assignTasks(tasks, ids, subs, a.warm.acceptableLag)
 	moves := a.holdBack(tasks, ids, subs, assignment)
 	var withheld map[processor.TaskID][]string
-	if a.cooperative {
+	{
 		claims := taskClaims(members, subs)
 		a.mu.Lock()
 		pending := a.pending

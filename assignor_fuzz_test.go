@@ -34,13 +34,13 @@ func FuzzSubscriptionUserData(f *testing.F) {
 		members := map[string]sarama.ConsumerGroupMemberMetadata{}
 		clean := map[string]sarama.ConsumerGroupMemberMetadata{}
 		for m, d := range data {
-			members[m] = sarama.ConsumerGroupMemberMetadata{UserData: d}
+			members[m] = sarama.ConsumerGroupMemberMetadata{UserData: d, GenerationID: -1} // eager members
 			// The same member as the assignor must see it: data that does not decode
 			// counts as none.
 			if len(d) > 0 && json.Unmarshal(d, new(subscriptionData)) != nil {
 				d = nil
 			}
-			clean[m] = sarama.ConsumerGroupMemberMetadata{UserData: d}
+			clean[m] = sarama.ConsumerGroupMemberMetadata{UserData: d, GenerationID: -1}
 		}
 		plan, err := a.Plan(members, fourPartitions(a))
 		if err != nil {
@@ -146,7 +146,7 @@ func FuzzWarmupPlan(f *testing.F) {
 		members := map[string]sarama.ConsumerGroupMemberMetadata{}
 		subs := map[string]subscriptionData{}
 		for m, d := range map[string][]byte{"m1": d1, "m2": d2, "m3": d3} {
-			members[m] = sarama.ConsumerGroupMemberMetadata{UserData: d}
+			members[m] = sarama.ConsumerGroupMemberMetadata{UserData: d, GenerationID: -1} // eager members
 			var sd subscriptionData
 			if len(d) == 0 || json.Unmarshal(d, &sd) != nil {
 				sd = subscriptionData{}

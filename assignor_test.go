@@ -33,7 +33,9 @@ func member(t *testing.T, sd subscriptionData) sarama.ConsumerGroupMemberMetadat
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sarama.ConsumerGroupMemberMetadata{UserData: b}
+	// An eager member's join: it holds nothing, so it names no generation (sarama's
+	// defaultGeneration); cooperative tests set theirs.
+	return sarama.ConsumerGroupMemberMetadata{UserData: b, GenerationID: -1}
 }
 
 // tasksOfPlan turns a plan back into tasks per member, checking co-partitioning: every
