@@ -176,7 +176,8 @@ func TestTaskMovesTwiceBehindAnOpenTransaction(t *testing.T) {
 // InstanceID (Replace): on Kafka's own coordinator, which decides what a static
 // member's restart and replacement do (kfake copies it, patched), and at no extra
 // time: the same five faults, one of them a replacement instead of a second kill,
-// stop or pause.
+// stop or pause. The runs with 5 s commits rebalance cooperatively
+// (eddy.CooperativeRebalancing, issue 24 item 4), those with 100 ms eagerly.
 func TestShortMode(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
 		t.Parallel()
@@ -194,12 +195,18 @@ func TestShortMode(t *testing.T) {
 					cfg.Standbys, cfg.Static = 1, true
 					cfg.FaultKinds = []eos.FaultKind{eos.Kill, eos.Term, eos.Pause, eos.Replace}
 				}
+				// The long transactions rebalance cooperatively: a revoked task's
+				// release commits up to 5 s of its worker's work.
+				cfg.Cooperative = commit == 5*time.Second
 				res := run(t, ctx, cfg)
 				if !res.OK() {
 					t.Errorf("%s", res.Summary())
 				}
 				if static {
 					checkStatic(t, res)
+				}
+				if cfg.Cooperative && res.Releases == 0 {
+					t.Error("no task moved by a cooperative release: the run did not test cooperative rebalancing")
 				}
 				if n := res.Kills + res.Stops + res.Pauses; n < 5 || res.Kills == 0 || res.Stops == 0 || res.Pauses == 0 {
 					t.Errorf("faults: %d kills, %d stops, %d pauses; want at least 5, each kind once", res.Kills, res.Stops, res.Pauses)

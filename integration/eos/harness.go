@@ -80,6 +80,9 @@ type Config struct {
 	// then takes its tasks back in the same generation (Result.StaticRejoins), and the
 	// Replace fault becomes possible.
 	Static bool
+	// Cooperative makes the instances run cooperative rebalancing
+	// (eddy.Config.RebalanceProtocol): a rebalance stops only the tasks that move.
+	Cooperative bool
 	// Seed makes the run's keys, event times and fault schedule.
 	Seed uint64
 	// Clock gives the input records their event times and Windows are the windowed
@@ -161,6 +164,10 @@ type Result struct {
 	// the fault (no rebalance); RejoinRebalances those that found a newer generation.
 	StaticRejoins    int
 	RejoinRebalances int
+	// Releases counts the tasks an instance let go at a cooperative revoke (its open
+	// transaction committed, then the task closed) for their next owner
+	// (Config.Cooperative).
+	Releases int
 	// PostgresCrashes counts the PostgresCrash faults; SinkKills the sink faults' kills
 	// by step (counted with the kills too); SinkFaultsMissed the armed steps no
 	// instance reached in time.
@@ -170,16 +177,18 @@ type Result struct {
 	Duration         time.Duration
 	WorkDir          string
 	// Observed is what the verifier read back.
-	Observed *Observed
-	postgres bool
-	static   bool
+	Observed    *Observed
+	postgres    bool
+	static      bool
+	cooperative bool
 }
 
 // Summary is the one-line result (records: those in the input topic):
 // eos-verify: records=N kills=K stops=S pauses=Z broker-restarts=B duplicates=D lost=L hanging=H mismatched=M
 // with cluster faults, "cluster-faults=C broker-pauses=P" come after broker-restarts;
 // with static membership, "replacements=R zombies-fenced=Z static-rejoins=J
-// rejoin-rebalances=G" after them; with the PostgreSQL target, "pg-crashes=C sink-kills=F" after them and
+// rejoin-rebalances=G" after them; with cooperative rebalancing, "releases=N" after
+// those; with the PostgreSQL target, "pg-crashes=C sink-kills=F" after them and
 // "pg-rows=R prepared-left=P" at the end (the duplicates, lost and mismatched counts
 // include the tables').
 func (r *Result) Summary() string {
@@ -201,6 +210,9 @@ func (r *Result) Summary() string {
 	static := ""
 	if r.static {
 		static = fmt.Sprintf(" replacements=%d zombies-fenced=%d static-rejoins=%d rejoin-rebalances=%d", r.Replacements, r.ZombiesFenced, r.StaticRejoins, r.RejoinRebalances)
+	}
+	if r.cooperative {
+		static += fmt.Sprintf(" releases=%d", r.Releases)
 	}
 	pg, prepared := "", ""
 	if r.postgres {
@@ -362,7 +374,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	h := &harness{cfg: cfg, names: NamesFor(cfg.Prefix), logger: cfg.Logger, res: &Result{WorkDir: cfg.WorkDir, static: cfg.Static}, began: time.Now()}
+	h := &harness{cfg: cfg, names: NamesFor(cfg.Prefix), logger: cfg.Logger, res: &Result{WorkDir: cfg.WorkDir, static: cfg.Static, cooperative: cfg.Cooperative}, began: time.Now()}
 	defer h.cleanup()
 	res, err := h.run(ctx)
 	h.res.Duration = time.Since(h.began)
@@ -428,6 +440,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 				SessionTimeout: cfg.SessionTimeout, TransactionTimeout: cfg.TransactionTimeout,
 				ReplicationFactor: cfg.ReplicationFactor, InternalTopicConfigs: cfg.InternalTopicConfigs,
 				Standbys: cfg.Standbys, Debug: cfg.DebugInstances, Postgres: h.instancePostgres(),
+				Cooperative: cfg.Cooperative,
 			},
 			launcher: cfg.Launcher,
 			logDir:   filepath.Join(cfg.WorkDir, "logs"),
@@ -551,6 +564,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	for _, in := range h.instances {
 		for _, p := range in.processes() {
 			h.res.StoreRebuilds += p.storeRebuildCount()
+			h.res.Releases += p.releaseCount()
 			for _, s := range p.operatorStartEvents() {
 				o.OperatorStarts[s.partition] = append(o.OperatorStarts[s.partition], s.offset)
 			}

@@ -59,7 +59,9 @@ type InstanceConfig struct {
 	// InstanceID is the application's eddy.Config.InstanceID (static membership:
 	// group.instance.id); empty: a dynamic member.
 	InstanceID string `json:"instance_id,omitempty"`
-	Debug      bool   `json:"debug,omitempty"`
+	// Cooperative: eddy.Config.RebalanceProtocol is CooperativeRebalancing.
+	Cooperative bool `json:"cooperative,omitempty"`
+	Debug       bool `json:"debug,omitempty"`
 	// StallFile, when set, makes the instance stop itself (SIGSTOP) inside a commit
 	// while the file exists: the first time one of its producers sends AddOffsetsToTxn,
 	// it deletes the file and stops. The transaction's records (output, changelog,
@@ -135,6 +137,9 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 			logger.Info(RestoreLogMsg, "task", task.String(), "store", r.Store, "from", r.From, "to", r.To,
 				"records", r.Records, "wiped", r.Wiped, "took", r.Duration)
 		},
+	}
+	if cfg.Cooperative {
+		ec.RebalanceProtocol = eddy.CooperativeRebalancing
 	}
 	if cfg.AtLeastOnce {
 		ec.Guarantee = eddy.AtLeastOnce

@@ -65,6 +65,9 @@ type process struct {
 	operatorStarts []operatorStartAt
 	// storeRebuilds counts the task.StoreRebuildMsg lines it logged.
 	storeRebuilds int
+	// releases counts the tasks it released to their next owner (cooperative
+	// rebalancing: releaseLine).
+	releases int
 	// generations are the group generations of the assignments it logged
 	// (assignmentLine), in order.
 	generations []int32
@@ -117,6 +120,9 @@ func (p *process) Write(b []byte) (int, error) {
 		}
 		if bytes.Contains(line, storeRebuildLine) {
 			p.storeRebuilds++
+		}
+		if bytes.Contains(line, releaseLine) {
+			p.releases++
 		}
 		if bytes.Contains(line, assignmentLine) {
 			var l struct {
@@ -175,6 +181,10 @@ var sinkFaultLine = []byte(`"msg":"` + SinkFaultMsg + `"`)
 // (group.go's onAssignment: "assignment", with the generation).
 var assignmentLine = []byte(`"msg":"assignment"`)
 
+// releaseLine is what an instance logs when it lets a revoked task go under cooperative
+// rebalancing (eddy's groupcooperative.go, crew.release).
+var releaseLine = []byte(`"msg":"task released to its next owner"`)
+
 // assignmentGenerations returns the generations of the assignments the process took.
 func (p *process) assignmentGenerations() []int32 {
 	p.mu.Lock()
@@ -187,6 +197,12 @@ func (p *process) sinkFaultStep() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.sinkFault
+}
+
+func (p *process) releaseCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.releases
 }
 
 func (p *process) storeRebuildCount() int {
