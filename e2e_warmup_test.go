@@ -1,6 +1,8 @@
 package eddy_test
 
 import (
+	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -23,9 +25,21 @@ import (
 // eddy_tasks{state="warm-up"}); the second's probing rebalance (every 4 s here) then
 // moves the task, whose restore there reads only the tail its warm-up had not read.
 // The output stays exactly once.
+//
+// Under cooperative rebalancing the rebalances happen within both instances'
+// sessions: the tasks the first keeps (one per worker) and those the second runs never
+// stop, each starting once over the whole test, and each task that moves is released
+// once by the first.
 func TestWarmupBeforeTheMove(t *testing.T) {
+	for _, p := range []eddy.RebalanceProtocol{eddy.EagerRebalancing, eddy.CooperativeRebalancing} {
+		t.Run(p.String(), func(t *testing.T) { testWarmupBeforeTheMove(t, p) })
+	}
+}
+
+func testWarmupBeforeTheMove(t *testing.T, protocol eddy.RebalanceProtocol) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
 		e := newWordCount(t, c, 2)
+		logFirst, logSecond := newLogCapture(), newLogCapture()
 		var mu sync.Mutex
 		restored := map[string]int64{} // the second instance's restores, by task
 		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
@@ -35,6 +49,8 @@ func TestWarmupBeforeTheMove(t *testing.T) {
 			cfgs[i].Metrics = regs[i]
 			cfgs[i].AcceptableRecoveryLag = 20
 			cfgs[i].ProbingRebalanceInterval = 4 * time.Second
+			cfgs[i].RebalanceProtocol = protocol
+			cfgs[i].Workers = 4 // one task per worker on the first instance
 			cfgs[i].OnRestore = func(task processor.TaskID, r changelog.Result) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -43,6 +59,7 @@ func TestWarmupBeforeTheMove(t *testing.T) {
 				}
 			}
 		}
+		cfgs[0].Logger, cfgs[1].Logger = slog.New(logFirst), slog.New(logSecond)
 		first := start(t, e.topo, cfgs[0])
 		for range 5 { // five batches, each counted (and committed) before the next
 			e.produce(t, 100)
@@ -106,6 +123,23 @@ func TestWarmupBeforeTheMove(t *testing.T) {
 			t.Errorf("the move of %s restored %d records of a %d-record changelog; want only the tail", warm, got, length)
 		}
 		e.waitCountsWhileRunning(t, second, 2*time.Minute, "the counts after the move")
+		if protocol == eddy.CooperativeRebalancing {
+			checkStartedOnce(t, first, logFirst, "the first instance")
+			checkStartedOnce(t, second, logSecond, "the second instance")
+			released := map[string]int{}
+			for _, l := range logFirst.grep("task released to its next owner") {
+				released[attr(l, "task")]++
+			}
+			want := map[string]int{}
+			for _, tv := range second.app.TasksView().Tasks {
+				if tv.Role == "active" {
+					want[tv.Task] = 1
+				}
+			}
+			if !maps.Equal(released, want) || released[warm] != 1 {
+				t.Errorf("the first instance released %v; want each task the second runs (%v, %s among them) once", released, want, warm)
+			}
+		}
 		for _, in := range []*instance{second, first} {
 			if err := in.stop(); err != nil {
 				t.Fatalf("Run: %v", err)
@@ -134,4 +168,17 @@ func active(in *instance, task string) bool {
 		}
 	}
 	return false
+}
+
+// checkStartedOnce checks that every active task of in started running once over the
+// test (log is its captured log): no rebalance stopped it.
+func checkStartedOnce(t *testing.T, in *instance, log logCapture, name string) {
+	t.Helper()
+	for _, tv := range in.app.TasksView().Tasks {
+		if id, err := processor.ParseTaskID(tv.Task); err == nil && tv.Role == "active" {
+			if n := starts(log, id); n != 1 {
+				t.Errorf("task %s started %d times on %s, want 1: a rebalance stopped it", id, n, name)
+			}
+		}
+	}
 }

@@ -237,10 +237,15 @@ func (c *crew) forgetReleases() {
 
 // commitGate holds the workers' commits during a join of a cooperative session: from
 // the start of the join (SubscriptionUserData; commits under way are waited for) until
-// the session's generation changes, or for at most a bound, after which a commit goes
-// ahead (a join that waits long for a slow member is still in the old generation, which
-// the coordinator accepts; if not, the commit is refused and the worker is fenced, as
-// when a generation passes it by).
+// the session's generation changes. A TxnOffsetCommit carries sess.GenerationID(),
+// which the coordinator refuses (ILLEGAL_GENERATION) from the moment the join completes
+// until sarama stores the new generation after SyncGroup; on real Kafka a join took
+// 1.5-2.6 s here (the coordinator's join, the leader's plan, SyncGroup), and a bound of
+// 2.5 s on the wait let a commit through with the old generation (the worker was fenced
+// and the session ended: TestWarmupBeforeTheMove, cooperative, 1 run in 4). So a
+// worker does not commit while the gate is shut (held) and goes on processing into its
+// open transaction, as Kafka Streams does not commit while a rebalance is in progress;
+// a commit that must happen (a release, a transaction near its timeout) waits (enter).
 type commitGate struct {
 	mu     sync.Mutex
 	idle   sync.Cond
@@ -266,16 +271,28 @@ func (g *commitGate) shutFor(gen int32) {
 	}
 }
 
-// enter waits until a commit in sess may go ahead (at most bound) and returns the
-// function that ends it.
+// held reports whether a commit in sess must wait; g.mu is held.
+func (g *commitGate) heldLocked(sess sarama.ConsumerGroupSession) bool {
+	if g.shut && sess.GenerationID() != g.gen {
+		g.shut = false
+	}
+	return g.shut
+}
+
+// held reports whether commits in sess are held (a join is under way).
+func (g *commitGate) held(sess sarama.ConsumerGroupSession) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.heldLocked(sess)
+}
+
+// enter waits until a commit in sess may go ahead, for at most bound, and returns the
+// function that ends the commit.
 func (g *commitGate) enter(ctx context.Context, sess sarama.ConsumerGroupSession, bound time.Duration) (leave func()) {
 	deadline := time.Now().Add(bound)
 	for {
 		g.mu.Lock()
-		if g.shut && sess.GenerationID() != g.gen {
-			g.shut = false
-		}
-		if !g.shut || ctx.Err() != nil || !time.Now().Before(deadline) {
+		if !g.heldLocked(sess) || ctx.Err() != nil || !time.Now().Before(deadline) {
 			g.active++
 			g.mu.Unlock()
 			return g.leave
@@ -353,13 +370,25 @@ func (rt *runtime) beforeJoin() {
 	}
 }
 
+// commitHeld reports whether the worker should not commit now: under cooperative
+// rebalancing a join is under way (commitGate) and its transaction, open for open, is
+// far enough from TransactionTimeout to wait for the join to end.
+func (rt *runtime) commitHeld(sess sarama.ConsumerGroupSession, open time.Duration) bool {
+	if rt.gate == nil || sess == nil || open >= rt.cfg.TransactionTimeout/2 {
+		return false
+	}
+	return rt.gate.held(sess)
+}
+
 // enterCommit waits, under cooperative rebalancing, until a commit in sess may carry
-// its generation (commitGate), at most a quarter of the transaction timeout (10 s
-// unless a commit interval above it raised it); it returns the function that ends the
+// its generation (commitGate), while its transaction, open for open, stays within three
+// quarters of TransactionTimeout (past it the commit goes ahead: if the join has not
+// ended, the coordinator refuses it and the worker is fenced, where waiting longer
+// would have the broker abort the transaction); it returns the function that ends the
 // commit.
-func (rt *runtime) enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession) (leave func()) {
+func (rt *runtime) enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession, open time.Duration) (leave func()) {
 	if rt.gate == nil || sess == nil {
 		return func() {}
 	}
-	return rt.gate.enter(ctx, sess, max(rt.cfg.TransactionTimeout/4, time.Second))
+	return rt.gate.enter(ctx, sess, max(rt.cfg.TransactionTimeout*3/4-open, 0))
 }

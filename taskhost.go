@@ -36,9 +36,12 @@ type taskHost interface {
 	outputLimit(topic string) int
 	// requestRejoin ends the group session, forcing a new generation.
 	requestRejoin(sess sarama.ConsumerGroupSession)
+	// commitHeld reports whether a worker whose transaction has been open for open
+	// should put off its commit (cooperative rebalancing: a join is under way).
+	commitHeld(sess sarama.ConsumerGroupSession, open time.Duration) bool
 	// enterCommit waits until a commit in sess may go ahead (cooperative rebalancing:
 	// not during a join) and returns the function that ends the commit.
-	enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession) (leave func())
+	enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession, open time.Duration) (leave func())
 	// fail stops the application with err.
 	fail(err error)
 	// flushSlot and restoreSlot bound the CPU-bound store writes and restores running

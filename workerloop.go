@@ -25,7 +25,7 @@ func (w *worker) loop(ctx context.Context, p *preparing) error {
 		if err != nil {
 			return err
 		}
-		if need || time.Since(w.lastCommit) >= w.commitGap() {
+		if (need || time.Since(w.lastCommit) >= w.commitGap()) && !w.host.commitHeld(w.sess, w.txn.openFor()) {
 			if err := w.commitWithRecovery(ctx); err != nil {
 				return err
 			}
