@@ -76,8 +76,9 @@ type Config struct {
 	MaxWarmupReplicas int
 	// ProbingRebalanceInterval is how often an instance with warm-up replicas asks
 	// for a new generation once one of them is within AcceptableRecoveryLag, so the
-	// task moves (Kafka Streams' probing.rebalance.interval.ms). Each such rebalance
-	// stops every task of the group for a moment (the protocol is eager). Default
+	// task moves (Kafka Streams' probing.rebalance.interval.ms). Under eager
+	// rebalancing each such rebalance stops every task of the group for a moment; under
+	// CooperativeRebalancing only the task that moves. Default
 	// 10 min (Kafka Streams' default); at least 1 s.
 	ProbingRebalanceInterval time.Duration
 	// RebalanceProtocol is EagerRebalancing (the default: every task of the group
