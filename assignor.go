@@ -53,7 +53,7 @@ type assignor struct {
 	// members (pinReleased).
 	pending map[processor.TaskID]string
 	// beforeJoin, if set, runs at the start of every join (SubscriptionUserData): the
-	// runtime's commit gate (groupcooperative.go).
+	// runtime's commit gate (commitgate.go).
 	beforeJoin func()
 }
 
