@@ -96,17 +96,6 @@ func dropStandbysOnReleasing(standby map[string][]processor.TaskID, withheld map
 	}
 }
 
-// placement returns the member each task of assignment (member → tasks) goes to.
-func placement(assignment map[string][]processor.TaskID) map[processor.TaskID]string {
-	to := map[processor.TaskID]string{}
-	for member, tasks := range assignment {
-		for _, t := range tasks {
-			to[t] = member
-		}
-	}
-	return to
-}
-
 // pinReleased gives each task that the last plan withheld on its way to a member
 // (pending: task → that member) to that member, when no member runs it any more and
 // the member is still in the group (ids). Without it the follow-up plan placed the task

@@ -89,7 +89,7 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 		pending := a.pending
 		a.mu.Unlock()
 		pinReleased(assignment, pending, claims, ids)
-		target := placement(assignment)
+		target := runningMember(assignment)
 		withheld = withholdMoves(assignment, claims)
 		if len(withheld) > 0 && a.logf != nil {
 			a.logf("moving tasks in two rebalances: their owners release them first", "tasks", len(withheld))
