@@ -544,6 +544,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, RepartitionPurgeInterval: -time.Second}, "RepartitionPurgeInterval"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, StoreWriteInterval: -time.Second}, "StoreWriteInterval"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, TaskTimeout: -time.Second}, "TaskTimeout"},
+		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, RebalanceProtocol: 7}, "RebalanceProtocol"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, Sarama: func(c *sarama.Config) { c.Version = sarama.V2_0_0_0 }}, "Sarama"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, ReplicationFactor: -2}, "ReplicationFactor"},
 		{eddy.Config{ApplicationID: "x", Brokers: []string{"h:1"}, InternalTopicConfigs: map[string]string{"cleanup.policy": "delete"}}, "InternalTopicConfigs"},
