@@ -45,13 +45,23 @@ type spec struct {
 	tuning
 }
 
-// tuning is what -heartbeat, -probing and -warmups set, for eddy's children only (0:
-// eddy's defaults): the group heartbeat interval (sarama's
-// Consumer.Group.Heartbeat.Interval, 250 ms), Config.ProbingRebalanceInterval (10 min)
-// and Config.MaxWarmupReplicas (2; -1: no warm-ups).
+// tuning is what -heartbeat, -probing, -warmups and -cooperative set, for eddy's
+// children only (0: eddy's defaults): the group heartbeat interval (sarama's
+// Consumer.Group.Heartbeat.Interval, 250 ms), Config.ProbingRebalanceInterval (10 min),
+// Config.MaxWarmupReplicas (2; -1: no warm-ups) and Config.RebalanceProtocol
+// (Cooperative: eddy.CooperativeRebalancing; eager, the default, otherwise).
 type tuning struct {
 	Heartbeat, Probing time.Duration
 	MaxWarmups         int
+	Cooperative        bool
+}
+
+// protocol is the Config.RebalanceProtocol the tuning asks for.
+func (t tuning) protocol() eddy.RebalanceProtocol {
+	if t.Cooperative {
+		return eddy.CooperativeRebalancing
+	}
+	return eddy.EagerRebalancing
 }
 
 // event is one line a child prints on stdout.
@@ -245,7 +255,7 @@ func child(arg string) error {
 	}
 	app, err := eddy.New(topo, eddy.Config{
 		ApplicationID: s.App, Brokers: s.Brokers, StateDir: s.StateDir, NumStandbyReplicas: s.Standbys, InstanceID: s.InstanceID,
-		ProbingRebalanceInterval: s.Probing, MaxWarmupReplicas: s.MaxWarmups,
+		ProbingRebalanceInterval: s.Probing, MaxWarmupReplicas: s.MaxWarmups, RebalanceProtocol: s.protocol(),
 		Sarama: func(c *sarama.Config) {
 			if s.SessionTimeout > 0 {
 				c.Consumer.Group.Session.Timeout = s.SessionTimeout

@@ -43,9 +43,10 @@
 //	go run ./integration/failover -scenario rolling -keys 1000000 -static false,true
 //	go run ./integration/failover -scenario rolling -keys 1000000 -static true -standbys 1 -down 30s -scaleup=false
 //
-// -restarts=false runs the scale-up alone. For eddy's instances -heartbeat, -probing and
-// -warmups set the group heartbeat interval, Config.ProbingRebalanceInterval and
-// Config.MaxWarmupReplicas. Beside the ticks' pauses, the rolling scenario reports per
+// -restarts=false runs the scale-up alone. For eddy's instances -heartbeat, -probing,
+// -warmups and -cooperative set the group heartbeat interval,
+// Config.ProbingRebalanceInterval, Config.MaxWarmupReplicas and
+// Config.RebalanceProtocol (cooperative rebalancing). Beside the ticks' pauses, the rolling scenario reports per
 // rebalance the pause of the tasks that did not move as eddy's workers log it
 // (keptpause.go): the longest and the median over those tasks.
 //
@@ -95,12 +96,13 @@ func main() {
 	flag.DurationVar(&tu.Heartbeat, "heartbeat", 0, "eddy's instances: the group heartbeat interval (0: eddy's 250 ms)")
 	flag.DurationVar(&tu.Probing, "probing", 0, "eddy's instances: Config.ProbingRebalanceInterval (0: eddy's 10 min)")
 	flag.IntVar(&tu.MaxWarmups, "warmups", 0, "eddy's instances: Config.MaxWarmupReplicas (0: eddy's 2; -1: no warm-up replicas)")
+	flag.BoolVar(&tu.Cooperative, "cooperative", false, "eddy's instances: Config.RebalanceProtocol = CooperativeRebalancing (a rebalance stops only the tasks that move; false: eager, eddy's default)")
 	flag.Parse()
 	if *scenario != "failover" && *scenario != "rolling" {
 		log.Fatalf("-scenario %q: want failover or rolling", *scenario)
 	}
 	if tu != (tuning{}) && strings.Contains(*implNames, "kstreams") {
-		log.Fatal("-heartbeat, -probing and -warmups set eddy's instances only, and -impl runs Kafka Streams: leave them out or run -impl eddy")
+		log.Fatal("-heartbeat, -probing, -warmups and -cooperative set eddy's instances only, and -impl runs Kafka Streams: leave them out or run -impl eddy")
 	}
 	if !*restarts && !*scaleUp {
 		log.Fatal("-restarts=false -scaleup=false leaves nothing to run: keep one of them")

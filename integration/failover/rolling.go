@@ -100,8 +100,8 @@ type rollingResult struct {
 }
 
 func (r rollingResult) String() string {
-	s := fmt.Sprintf("static=%v standbys=%d down=%v instances=%d partitions=%d keys=%d baseline_pause=%v",
-		r.static, r.standbys, r.down, r.instances, r.partitions, r.keys, r.baseline.Round(10*time.Millisecond))
+	s := fmt.Sprintf("static=%v standbys=%d down=%v rebalancing=%v instances=%d partitions=%d keys=%d baseline_pause=%v",
+		r.static, r.standbys, r.down, r.tuning.protocol(), r.instances, r.partitions, r.keys, r.baseline.Round(10*time.Millisecond))
 	if !r.noRestarts {
 		var rs []string
 		for _, d := range r.restarts {
