@@ -175,7 +175,9 @@ func (c *crew) add(tasks []*taskRunner) {
 }
 
 // reshift stops w's run and starts it again on change(its tasks). When the stopped run
-// dropped its uncommitted work, nothing is started: the session ends.
+// dropped its uncommitted work, nothing is started: the session ends. Otherwise the
+// tasks it keeps are carried over (taskRunner.carriedIn): they run again without
+// reading back what the stop's commit has just written.
 func (c *crew) reshift(w *worker, s *shift, change func([]*taskRunner) []*taskRunner) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,7 +186,15 @@ func (c *crew) reshift(w *worker, s *shift, change func([]*taskRunner) []*taskRu
 		c.rt.requestRejoin(c.sess)
 		return
 	}
-	c.run(w, s, change(slices.Clone(s.tasks)))
+	next := change(slices.Clone(s.tasks))
+	for _, t := range next {
+		if slices.Contains(s.tasks, t) {
+			t.runMu.Lock()
+			t.carriedIn = c.sess
+			t.runMu.Unlock()
+		}
+	}
+	c.run(w, s, next)
 }
 
 // release lets a revoked task go: the worker running it commits and stops, starts again

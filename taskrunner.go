@@ -86,6 +86,11 @@ type taskRunner struct {
 	nodesAt       time.Time        // when nodeRecords was last published
 	nodesStale    bool             // records were processed since
 	storesCurrent bool             // see restore
+	// carriedIn is the cooperative session in which the task's worker was stopped with
+	// its own commit and started again on it (crew.reshift): while that session lasts,
+	// its claims stayed open and nobody else wrote its offsets record or changelogs, so
+	// the next ready need not read them back (nil: it must).
+	carriedIn sarama.ConsumerGroupSession
 }
 
 func newTaskRunner(host taskHost, cfg taskSettings, id processor.TaskID) *taskRunner {

@@ -184,7 +184,8 @@ func (w *worker) session(ctx context.Context) error {
 	p := w.prepareFresh(ctx, fresh)
 	defer p.stop() // before the transitions above: the goroutines touch the tasks
 	w.tasks = kept
-	if err := prepareTasks(ctx, kept); err != nil {
+	carried, err := prepareTasks(ctx, kept)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil // a rebalance: a restore resumes from its checkpoint later
 		}
@@ -196,7 +197,7 @@ func (w *worker) session(ctx context.Context) error {
 		}
 	}
 	w.lastCommit = time.Now()
-	w.resumed(len(kept), len(kept)+len(fresh))
+	w.resumed(len(kept), len(kept)+len(fresh), carried)
 	return w.loop(ctx, p)
 }
 
@@ -210,12 +211,15 @@ const resumedMsg = "tasks running again after a rebalance"
 // item 4; BENCHMARKS.md "Availability"); the tasks new to the worker are readied
 // meanwhile and no longer count in it (session). generation tells one rebalance's
 // reports from the next's (a scale-up with warm-ups is two: the join, then the probing rebalance).
-func (w *worker) resumed(kept, tasks int) {
+// Under cooperative rebalancing only a worker whose tasks changed stops, and carried
+// counts its kept tasks that ran again without reading back their offsets record
+// (taskRunner.ready).
+func (w *worker) resumed(kept, tasks, carried int) {
 	if w.stoppedAt.IsZero() || kept == 0 {
 		w.stoppedAt = time.Time{}
 		return
 	}
-	w.logger.Info(resumedMsg, "paused", time.Since(w.stoppedAt), "kept", kept, "tasks", tasks, "generation", w.sess.GenerationID())
+	w.logger.Info(resumedMsg, "paused", time.Since(w.stoppedAt), "kept", kept, "tasks", tasks, "carried", carried, "generation", w.sess.GenerationID())
 	w.stoppedAt = time.Time{}
 }
 
@@ -240,18 +244,25 @@ func (w *worker) ensureProducer(ctx context.Context) error {
 }
 
 // prepareTasks readies tasks in parallel: stores opened and restored, offsets records
-// read (each retried while the session lives, as a task alone does).
-func prepareTasks(ctx context.Context, tasks []*taskRunner) error {
+// read (each retried while the session lives, as a task alone does), or carried over
+// (taskRunner.ready); carried counts those.
+func prepareTasks(ctx context.Context, tasks []*taskRunner) (carried int, err error) {
 	errs := make([]error, len(tasks))
+	was := make([]bool, len(tasks))
 	var wg sync.WaitGroup
 	for i, t := range tasks {
-		wg.Go(func() { errs[i] = t.ready(ctx) })
+		wg.Go(func() { was[i], errs[i] = t.ready(ctx) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	return errors.Join(errs...)
+	for _, c := range was {
+		if c {
+			carried++
+		}
+	}
+	return carried, errors.Join(errs...)
 }
 
 // logFenced says why the worker was fenced. Usually the tasks moved: another instance's
