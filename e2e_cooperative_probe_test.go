@@ -114,7 +114,8 @@ func TestCooperativeProbeMovesAWarmTask(t *testing.T) {
 			if err, done := second.exited(); done {
 				return false, err
 			}
-			return len(second.app.Tasks()) > 0, nil
+			tasks := second.app.Tasks()
+			return len(tasks) > 0 && !slices.ContainsFunc(tasks, func(id processor.TaskID) bool { return !runs(second, id.String()) }), nil
 		})
 		probes := logSecond.grep("probing rebalance: warm-up replicas are within")
 		if len(probes) == 0 {
