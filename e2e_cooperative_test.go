@@ -42,19 +42,8 @@ func testCooperativeRebalanceStopsOnlyWhatMoves(t *testing.T, perTask bool) {
 		e.waitCountsWhileRunning(t, a, time.Minute, "the counts")
 
 		// Lines keep coming while b joins and while it leaves.
-		ctx, stopLines := context.WithCancel(context.Background())
-		var lines sync.WaitGroup
-		var produceErr error
-		lines.Go(func() {
-			for ctx.Err() == nil {
-				if err := e.produceErr(10); err != nil {
-					produceErr = err
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
-		defer func() { stopLines(); lines.Wait() }()
+		stopLines := flowLines(e)
+		defer stopLines()
 
 		b := start(t, e.topo, cfgB)
 		waitFor(t, time.Minute, "both instances to own tasks, none twice", func() (bool, error) {
@@ -93,10 +82,8 @@ func testCooperativeRebalanceStopsOnlyWhatMoves(t *testing.T, perTask bool) {
 		}
 		waitFor(t, time.Minute, "a to own every task again", func() (bool, error) { return len(a.app.Tasks()) == 8, nil })
 		time.Sleep(time.Second)
-		stopLines()
-		lines.Wait()
-		if produceErr != nil {
-			t.Fatal(produceErr)
+		if err := stopLines(); err != nil {
+			t.Fatal(err)
 		}
 		e.waitCountsWhileRunning(t, a, time.Minute, "the counts after b left")
 		for _, id := range kept {
@@ -110,6 +97,28 @@ func testCooperativeRebalanceStopsOnlyWhatMoves(t *testing.T, perTask bool) {
 		e.checkExactlyOnce(t)
 		t.Logf("kept on a: %v; moved to b and back: %v; %d lines", kept, moved, e.linesWritten)
 	})
+}
+
+// flowLines writes 10 lines every 20 ms, until the stop it returns is called; stop
+// waits for the writer and returns its error, if a write failed. The expected counts
+// (e.want) are read once it has stopped.
+func flowLines(e *wcEnv) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var lines sync.WaitGroup
+	var err error
+	lines.Go(func() {
+		for ctx.Err() == nil {
+			if err = e.produceErr(10); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	var once sync.Once
+	return func() error {
+		once.Do(func() { cancel(); lines.Wait() })
+		return err
+	}
 }
 
 // attr returns the value of key=value in a captured log line.
@@ -157,19 +166,8 @@ func TestCooperativeReleaseCarriesTheKeptTasks(t *testing.T) {
 		e.produce(t, 100)
 		e.waitCountsWhileRunning(t, a, time.Minute, "the counts")
 
-		ctx, stopLines := context.WithCancel(context.Background())
-		var lines sync.WaitGroup
-		var produceErr error
-		lines.Go(func() {
-			for ctx.Err() == nil {
-				if err := e.produceErr(10); err != nil {
-					produceErr = err
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
-		defer func() { stopLines(); lines.Wait() }()
+		stopLines := flowLines(e)
+		defer stopLines()
 
 		b := start(t, e.topo, cfgB)
 		waitFor(t, time.Minute, "both instances to own tasks, none twice", func() (bool, error) {
@@ -182,10 +180,8 @@ func TestCooperativeReleaseCarriesTheKeptTasks(t *testing.T) {
 		}
 		waitFor(t, time.Minute, "a to own every task again", func() (bool, error) { return len(a.app.Tasks()) == 4, nil })
 		time.Sleep(time.Second)
-		stopLines()
-		lines.Wait()
-		if produceErr != nil {
-			t.Fatal(produceErr)
+		if err := stopLines(); err != nil {
+			t.Fatal(err)
 		}
 		e.waitCountsWhileRunning(t, a, time.Minute, "the counts after b left")
 		if err := a.stop(); err != nil {
