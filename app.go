@@ -52,6 +52,9 @@ type App struct {
 	// commitSeam, if set, wraps every transaction's commit step; eddy's fault-injection
 	// tests set it (export_test.go).
 	commitSeam func(tasks func() []processor.TaskID, next commitFunc) commitFunc
+	// joinSeam, if set, runs at the start of every join of the member, after the
+	// commit gate shut (runtime.beforeJoin); eddy's fault-injection tests set it.
+	joinSeam func()
 }
 
 // Sentinel errors.

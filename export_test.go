@@ -71,6 +71,26 @@ func SetAfterCommitHook(a *App, fn func(task processor.TaskID) error) {
 	})
 }
 
+// SetBeforeJoinHook makes fn run at the start of every join of the application's
+// member, after the commit gate shut, on sarama's goroutine. For fault-injection tests.
+func SetBeforeJoinHook(a *App, fn func()) { a.joinSeam = fn }
+
+// EndCooperativeSession asks the runtime to end its live cooperative session, as a
+// worker that was fenced or dropped its transaction does (runtime.requestRejoin); it
+// reports whether there was one.
+func EndCooperativeSession(a *App) bool {
+	rt := a.rt.Load()
+	if rt == nil {
+		return false
+	}
+	c := rt.liveCrew()
+	if c == nil {
+		return false
+	}
+	rt.requestRejoin(c.sess)
+	return true
+}
+
 // ConsoleNodeIDs lists the graph node IDs the console draws for the application's
 // topology ("node:NAME", "store:NAME", "topic:NAME").
 func ConsoleNodeIDs(a *App) []string { return consoleNodeIDs(a.g, a.cfg.ApplicationID) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -46,6 +47,19 @@ type crew struct {
 	sess sarama.ConsumerGroupSession
 	wg   *sync.WaitGroup // the session's: Cleanup waits for every run
 
+	// commitGen is the generation the workers' commits carry (commitGeneration): the
+	// session's first, then each one whose assignment arrived while the session was
+	// live. Once it ends (ending) sarama may still finish a join under way and the
+	// follow-up join of the claims it revokes there, and store their generations, but
+	// a revoked claim that had already returned (the session ending) released nothing:
+	// its task is still in a worker, and the follow-up plan gives it to another member.
+	// A commit with the newer generation was accepted: the CI run of 533aaa4 (real
+	// Kafka, cooperative, static IDs, seed 1796353265152862519) committed input/0 at
+	// 3256 after 3405, duplicates=5135. With the generation of the last live
+	// assignment the coordinator refuses such a commit once the group moved on, and
+	// the worker aborts.
+	commitGen atomic.Int32
+
 	mu       sync.Mutex
 	shifts   map[*worker]*shift
 	owner    map[processor.TaskID]*worker
@@ -61,7 +75,26 @@ type shift struct {
 }
 
 func newCrew(rt *runtime, sess sarama.ConsumerGroupSession, wg *sync.WaitGroup) *crew {
-	return &crew{rt: rt, sess: sess, wg: wg, shifts: map[*worker]*shift{}, owner: map[processor.TaskID]*worker{}, releases: map[processor.TaskID]chan struct{}{}}
+	c := &crew{rt: rt, sess: sess, wg: wg, shifts: map[*worker]*shift{}, owner: map[processor.TaskID]*worker{}, releases: map[processor.TaskID]chan struct{}{}}
+	c.commitGen.Store(sess.GenerationID())
+	return c
+}
+
+// ending reports whether the session is over or the runtime asked for its end
+// (requestRejoin): from then on a claim's end releases nothing (ConsumeClaim, revoked),
+// so what sarama reports as given up may still run in a worker.
+func (c *crew) ending() bool {
+	if c.sess.Context().Err() != nil {
+		return true
+	}
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	select {
+	case <-c.rt.rejoin:
+		return true
+	default:
+		return false
+	}
 }
 
 // start runs the session's first tasks, dealt to the workers as the eager protocol
@@ -259,8 +292,15 @@ func (rt *runtime) liveCrew() *crew {
 // running until sarama closes their claims and ConsumeClaim releases them. A member
 // never misses a generation within a session (sarama ends the session when a join
 // finds the member gone: lostHeldAssignment), so the eager protocol's generation-gap
-// rule is not needed here.
+// rule is not needed here. An assignment taken while the session ends does not become
+// the generation the workers' commits carry (crew.commitGen).
 func (rt *runtime) onCooperativeAssignment(c *crew, assigned, standby []processor.TaskID, generation int32, hosts map[string][]string) {
+	if c.ending() {
+		rt.logger.Warn("an assignment arrived while the group session ends; the workers' commits keep the generation of the last assignment taken live, so the coordinator refuses them and their transactions abort (a task this member gives up may still be in a worker)",
+			"generation", generation, "commits_with", c.commitGen.Load())
+	} else {
+		c.commitGen.Store(generation)
+	}
 	rt.registry.newGeneration(generation, hosts)
 	c.forgetReleases()
 	fresh := rt.registry.add(assigned, rt.newTask)
@@ -299,6 +339,9 @@ func (rt *runtime) beforeJoin() {
 	if c := rt.liveCrew(); c != nil {
 		rt.gate.shutFor(c.sess.GenerationID())
 	}
+	if rt.app.joinSeam != nil {
+		rt.app.joinSeam()
+	}
 }
 
 // commitHeld reports whether the worker should not commit now: under cooperative
@@ -315,11 +358,30 @@ func (rt *runtime) commitHeld(sess sarama.ConsumerGroupSession, open time.Durati
 // its generation (commitGate), while its transaction, open for open, stays within three
 // quarters of TransactionTimeout (past it the commit goes ahead: if the join has not
 // ended, the coordinator refuses it and the worker is fenced, where waiting longer
-// would have the broker abort the transaction); it returns the function that ends the
-// commit.
-func (rt *runtime) enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession, open time.Duration) (leave func()) {
+// would have the broker abort the transaction); it returns the generation the commit
+// carries (commitGeneration) and the function that ends the commit.
+func (rt *runtime) enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession, open time.Duration) (generation int32, leave func()) {
 	if rt.gate == nil || sess == nil {
-		return func() {}
+		return sessionGeneration(sess), func() {}
 	}
-	return rt.gate.enter(ctx, sess, max(rt.cfg.TransactionTimeout*3/4-open, 0))
+	leave = rt.gate.enter(ctx, sess, max(rt.cfg.TransactionTimeout*3/4-open, 0))
+	return rt.commitGeneration(sess), leave
+}
+
+// commitGeneration is the generation a commit in sess carries: the session's, except
+// in a cooperative session, where it is the generation of the last assignment taken
+// while the session was live (crew.commitGen).
+func (rt *runtime) commitGeneration(sess sarama.ConsumerGroupSession) int32 {
+	if c := rt.liveCrew(); c != nil && c.sess == sess {
+		return c.commitGen.Load()
+	}
+	return sessionGeneration(sess)
+}
+
+// sessionGeneration is sess's generation (-1: no session).
+func sessionGeneration(sess sarama.ConsumerGroupSession) int32 {
+	if sess == nil {
+		return -1
+	}
+	return sess.GenerationID()
 }

@@ -40,8 +40,9 @@ type taskHost interface {
 	// should put off its commit (cooperative rebalancing: a join is under way).
 	commitHeld(sess sarama.ConsumerGroupSession, open time.Duration) bool
 	// enterCommit waits until a commit in sess may go ahead (cooperative rebalancing:
-	// not during a join) and returns the function that ends the commit.
-	enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession, open time.Duration) (leave func())
+	// not during a join) and returns the group generation the commit carries and the
+	// function that ends the commit.
+	enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession, open time.Duration) (generation int32, leave func())
 	// fail stops the application with err.
 	fail(err error)
 	// flushSlot and restoreSlot bound the CPU-bound store writes and restores running

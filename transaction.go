@@ -32,6 +32,10 @@ type transaction struct {
 	exactlyOnce bool
 	groupID     string
 	sess        sarama.ConsumerGroupSession
+	// generation is the group generation the commit under way carries in its
+	// TxnOffsetCommit, with sess's member ID: the one the worker entered the commit
+	// with (taskHost.enterCommit), not necessarily sess's current one.
+	generation int32
 	// nonce names the offsets record of the commit under way (0: none), to tell after an
 	// unknown outcome whether it committed.
 	nonce  uint64
@@ -94,6 +98,7 @@ func (x *transaction) sendAt(ctx context.Context, topic string, partition int32,
 func (x *transaction) commitOffsets(ctx context.Context, offsets map[string]map[int32]int64) error {
 	if x.exactlyOnce {
 		meta := sarama.NewConsumerGroupMetadataFromSession(x.sess, x.groupID, nil)
+		meta.GenerationID = x.generation
 		return x.producer.Commit(ctx, offsets, meta)
 	}
 	if err := x.producer.Flush(ctx); err != nil {

@@ -180,7 +180,8 @@ func (w *worker) commitTxn(ctx context.Context, start time.Time, offsets map[str
 	}
 	flushed := time.Now()
 	ph.Flush = flushed.Sub(prepared)
-	leave := w.host.enterCommit(ctx, w.sess, w.txn.openFor())
+	gen, leave := w.host.enterCommit(ctx, w.sess, w.txn.openFor())
+	w.txn.generation = gen
 	err = w.txn.commit(ctx, offsets)
 	leave()
 	if err != nil {
