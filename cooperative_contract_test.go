@@ -3,7 +3,9 @@ package eddy_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,6 +187,177 @@ func TestSaramaCooperativeKeepsClaimsAndWaitsForRevoked(t *testing.T) {
 				t.Errorf("the rejoin (generation %d -> %d) stopped or restarted A's claim of partition %d", gen, sessA.GenerationID(), p)
 			}
 		}
+		cancelB()
+		<-doneB
+		cancelA()
+		<-doneA
+	})
+}
+
+// joinHook wraps sarama's cooperative-sticky strategy and calls before at the start of
+// each join of its member (SubscriptionUserData), as eddy's assignor calls beforeJoin.
+type joinHook struct {
+	inner  sarama.BalanceStrategy
+	before func()
+}
+
+func (h joinHook) Name() string { return h.inner.Name() }
+func (h joinHook) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
+	return h.inner.Plan(members, topics)
+}
+func (h joinHook) AssignmentData(memberID string, topics map[string][]int32, generationID int32) ([]byte, error) {
+	return h.inner.AssignmentData(memberID, topics, generationID)
+}
+func (h joinHook) SupportedProtocols() []sarama.RebalanceProtocol {
+	return h.inner.(interface {
+		SupportedProtocols() []sarama.RebalanceProtocol
+	}).SupportedProtocols()
+}
+func (h joinHook) SubscriptionUserData(topics []string) ([]byte, error) {
+	h.before()
+	return h.inner.(sarama.SubscriptionUserDataBalanceStrategy).SubscriptionUserData(topics)
+}
+func (h joinHook) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment, generationID int32) {
+	h.inner.(sarama.OnAssignmentBalanceStrategy).OnAssignment(assignment, generationID)
+}
+
+// quitLog is a handler whose claims all return, revoked or not, once quit closes.
+type quitLog struct {
+	quit    chan struct{}
+	mu      sync.Mutex
+	ended   int32 // the session's generation when its context ended
+	cleanup time.Time
+	lastGen int32 // the session's generation at Cleanup
+	claimed map[int32]time.Time
+	gens    map[int32]int32 // the generation a partition was first claimed in
+}
+
+func (q *quitLog) Setup(sess sarama.ConsumerGroupSession) error {
+	go func() {
+		<-sess.Context().Done()
+		q.mu.Lock()
+		q.ended = sess.GenerationID()
+		q.mu.Unlock()
+	}()
+	return nil
+}
+
+func (q *quitLog) Cleanup(sess sarama.ConsumerGroupSession) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.cleanup.IsZero() {
+		q.cleanup, q.lastGen = time.Now(), sess.GenerationID()
+	}
+	return nil
+}
+
+func (q *quitLog) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	q.mu.Lock()
+	if _, ok := q.claimed[claim.Partition()]; !ok {
+		q.claimed[claim.Partition()], q.gens[claim.Partition()] = time.Now(), sess.GenerationID()
+	}
+	q.mu.Unlock()
+	for {
+		select {
+		case _, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+		case <-q.quit:
+			return nil
+		}
+	}
+}
+
+// The hazard crew.commitGen guards against (docs/architecture.md, "The generation a
+// commit carries"), checked on the brokers: a cooperative session that ends while its
+// member joins is not over for sarama. A runs four partitions alone; B joins; at the
+// start of A's join every claim of A returns, as eddy's do when its runtime asks the
+// session to end (requestRejoin), so A's session context ends in generation g. sarama
+// still completes the join and its follow-up, storing their generations in the ended
+// session, so that by Cleanup it carries a generation in which B holds partitions A
+// ran and never gave up in a live session: a handler committing there with the
+// session's generation would commit partitions B owns. If sarama stops joining for an ended session, this test fails, and
+// commitGen's freeze is no longer needed (it stays harmless).
+func TestSaramaCooperativeEndedSessionStillJoins(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		t.Parallel()
+		ctx := ctxT(t)
+		topic, group := c.Unique("coop-end"), c.Unique("coop-end-group")
+		if err := c.CreateTopic(ctx, topic, 4, nil); err != nil {
+			t.Fatal(err)
+		}
+		var armed atomic.Bool
+		a := &quitLog{quit: make(chan struct{}), claimed: map[int32]time.Time{}, gens: map[int32]int32{}}
+		b := &quitLog{quit: make(chan struct{}), claimed: map[int32]time.Time{}, gens: map[int32]int32{}}
+		newGroup := func(before func()) sarama.ConsumerGroup {
+			cfg := kafkatest.NewSaramaConfig()
+			cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{joinHook{inner: sarama.NewBalanceStrategyCooperativeSticky(), before: before}}
+			cfg.Consumer.Group.Heartbeat.Interval = 250 * time.Millisecond
+			cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+			g, err := sarama.NewConsumerGroup(c.Addrs(), group, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = g.Close() })
+			return g
+		}
+		consume := func(g sarama.ConsumerGroup, h sarama.ConsumerGroupHandler, once bool) (context.CancelFunc, chan struct{}) {
+			runCtx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for runCtx.Err() == nil {
+					if err := g.Consume(runCtx, []string{topic}, h); err != nil && runCtx.Err() == nil {
+						t.Logf("consume: %v", err)
+						time.Sleep(100 * time.Millisecond)
+					}
+					if once {
+						return
+					}
+				}
+			}()
+			return cancel, done
+		}
+		cancelA, doneA := consume(newGroup(func() {
+			if armed.CompareAndSwap(true, false) {
+				close(a.quit)
+			}
+		}), a, true)
+		waitFor(t, time.Minute, "A to claim all four partitions", func() (bool, error) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return len(a.claimed) == 4, nil
+		})
+		armed.Store(true)
+		cancelB, doneB := consume(newGroup(func() {}), b, false)
+		waitFor(t, time.Minute, "A's session to be cleaned up and B to claim partitions", func() (bool, error) {
+			a.mu.Lock()
+			cleaned := !a.cleanup.IsZero()
+			a.mu.Unlock()
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return cleaned && len(b.claimed) > 0, nil
+		})
+		a.mu.Lock()
+		ended, last := a.ended, a.lastGen
+		a.mu.Unlock()
+		b.mu.Lock()
+		gensB := maps.Clone(b.gens)
+		b.mu.Unlock()
+		if last <= ended {
+			t.Errorf("A's session ended in generation %d and was cleaned up in %d: sarama no longer joins for an ended session", ended, last)
+		}
+		heldByB := 0
+		for _, g := range gensB {
+			if g <= last {
+				heldByB++
+			}
+		}
+		if heldByB == 0 {
+			t.Errorf("B claimed no partition in a generation up to %d, the one A's ended session carries at Cleanup (B's claims: %v)", last, gensB)
+		}
+		t.Logf("A's session ended in generation %d and carries %d at Cleanup; B claimed partitions A ran in generations %v", ended, last, gensB)
 		cancelB()
 		<-doneB
 		cancelA()
