@@ -35,16 +35,17 @@ type assignor struct {
 	logf        func(msg string, args ...any)
 	// standbys is Config.NumStandbyReplicas, as the leader places them; stateful
 	// holds the sub-topologies whose tasks have stores a standby keeps.
-	standbys    int
-	stateful    map[int]bool
-	mu          sync.Mutex
-	owned       []processor.TaskID
-	standby     []processor.TaskID // the standby replicas this member kept in the last generation
-	epoch       int
-	lastHosts   map[string][]string           // leader: hosts of the plan being synced
-	lastMembers map[string]string             // leader: member → host
-	lastStandby map[string][]processor.TaskID // leader: member → its standby tasks in the plan
-	warm        warmupPolicy                  // warm-ups and rack (assignwarmup.go, assignrack.go)
+	standbys     int
+	stateful     map[int]bool
+	mu           sync.Mutex
+	owned        []processor.TaskID
+	standby      []processor.TaskID // the standby replicas this member kept in the last generation
+	epoch        int
+	lastHosts    map[string][]string           // leader: hosts of the plan being synced
+	lastMembers  map[string]string             // leader: member → host
+	lastStandby  map[string][]processor.TaskID // leader: member → its standby tasks in the plan
+	lastWithheld []processor.TaskID            // leader: the tasks the plan withheld (moving)
+	warm         warmupPolicy                  // warm-ups and rack (assignwarmup.go, assignrack.go)
 	// cooperative makes the group run the cooperative protocol (SupportedProtocols) and
 	// the plan move a task in two rebalances (assigncooperative.go):
 	// Config.RebalanceProtocol.
@@ -52,6 +53,10 @@ type assignor struct {
 	// pending: the leader's last plan withheld these tasks on their way to these
 	// members (pinReleased).
 	pending map[processor.TaskID]string
+	// onWithheld, if set, learns the tasks the generation's plan withheld (on a
+	// member, from its assignment): the runtime watches that a follow-up rebalance
+	// hands them out (followup.go).
+	onWithheld func(generation int32, tasks []processor.TaskID)
 	// beforeJoin, if set, runs at the start of every join (SubscriptionUserData): the
 	// runtime's commit gate (commitgate.go).
 	beforeJoin func()
@@ -95,11 +100,14 @@ func (a *assignor) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 			a.logf("moving tasks in two rebalances: their owners release them first", "tasks", len(withheld))
 		}
 		pending = map[processor.TaskID]string{}
+		moving := map[processor.TaskID]bool{}
 		for t := range withheld {
 			pending[t] = target[t]
+			moving[t] = true
 		}
 		a.mu.Lock()
 		a.pending = pending
+		a.lastWithheld = sortedTasks(moving)
 		a.mu.Unlock()
 	}
 	var standby map[string][]processor.TaskID

@@ -49,6 +49,11 @@ type assignmentData struct {
 	// member's alone: AssignmentData is made per member). A member of an older eddy
 	// ignores the field and keeps no standby.
 	Standby []string `json:"standby,omitempty"`
+	// Withheld are the tasks the plan gives to nobody this generation, on their way
+	// from their owner to another member (cooperative rebalancing): every member
+	// learns them, to ask for the follow-up rebalance if their owner does not
+	// (followup.go). A member of an older eddy ignores the field.
+	Withheld []string `json:"withheld,omitempty"`
 	warmupAssignment
 }
 
@@ -113,10 +118,14 @@ func (a *assignor) AssignmentData(memberID string, topics map[string][]int32, ge
 	a.mu.Lock()
 	hosts := a.lastHosts
 	standby := a.lastStandby[memberID]
+	withheld := a.lastWithheld
 	a.mu.Unlock()
 	ad := assignmentData{Version: 1, Hosts: hosts, warmupAssignment: a.warmupData(memberID)}
 	for _, t := range standby {
 		ad.Standby = append(ad.Standby, t.String())
+	}
+	for _, t := range withheld {
+		ad.Withheld = append(ad.Withheld, t.String())
 	}
 	return json.Marshal(ad)
 }
@@ -152,5 +161,14 @@ func (a *assignor) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment
 	if a.onAssign != nil {
 		// A warm-up runs as a standby does (standby.go); warmups() tells them apart.
 		a.onAssign(tasks, append(standbyTasks, warmups...), generationID, ad.Hosts)
+	}
+	if a.onWithheld != nil && len(ad.Withheld) > 0 {
+		var withheld []processor.TaskID
+		for _, s := range ad.Withheld {
+			if t, err := processor.ParseTaskID(s); err == nil {
+				withheld = append(withheld, t)
+			}
+		}
+		a.onWithheld(generationID, withheld)
 	}
 }

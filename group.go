@@ -180,6 +180,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		rt.crew = c
 		rt.mu.Unlock()
 		c.start(run)
+		rt.watchWithheld(c)
 	} else {
 		rt.startWorkers(sess, run, &h.wg)
 	}

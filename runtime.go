@@ -71,6 +71,9 @@ type runtime struct {
 	// crew runs the workers of the current session under cooperative rebalancing
 	// (groupcooperative.go); nil otherwise and between sessions.
 	crew *crew
+	// withheld are the tasks the first generation of the session about to start
+	// withheld (followup.go).
+	withheld withheldWatch
 	// gate holds the workers' commits during a join of a cooperative session.
 	gate *commitGate
 	// cancelSession cancels the context of the current group.Consume (endSession).
@@ -183,6 +186,7 @@ func (rt *runtime) useAssignor() {
 	if rt.assignor.cooperative {
 		rt.gate = newCommitGate()
 		rt.assignor.beforeJoin = rt.beforeJoin
+		rt.assignor.onWithheld = rt.onWithheld
 	}
 	rt.assignor.warm.acceptableLag = rt.cfg.AcceptableRecoveryLag
 	rt.assignor.warm.max = rt.cfg.MaxWarmupReplicas
