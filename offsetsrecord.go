@@ -139,13 +139,27 @@ func (r *offsetsRecord) write(consumed map[string]int64, nonce uint64, send func
 	return send([]byte(commitKey), binary.BigEndian.AppendUint64(nil, nonce))
 }
 
+// recordRead says why a task reads its offsets record back.
+type recordRead int
+
+const (
+	// readAtStart: the task starts (a session's start, or its worker's restart within
+	// one); the claim's start is the group coordinator's answer.
+	readAtStart recordRead = iota
+	// readAtSettle: after a commit whose outcome was unknown; the record may hold that
+	// commit's offsets, which the task did not know committed, and the coordinator was
+	// not asked.
+	readAtSettle
+)
+
 // read reads the record of the last committed transaction, moves the committed offsets
-// up to it, and returns the nonce of that transaction. A record above the group's
-// committed offset means the coordinator answered a stale offset; it is logged. A record
-// for another incarnation of a topic (its ID changed, or the offset is above the
-// partition's high-water mark) is ignored with a warning: the topic was deleted and
-// created anew, and its new records must not be skipped.
-func (r *offsetsRecord) read(ctx context.Context, src offsetsSource) (nonce uint64, err error) {
+// up to it, and returns the nonce of that transaction. At a start, a record above both
+// the group's committed offset and the task's own commits means the coordinator
+// answered a stale offset; it is logged. A record for another incarnation of
+// a topic (its ID changed, or the offset is above the partition's high-water mark) is
+// ignored with a warning: the topic was deleted and created anew, and its new records
+// must not be skipped.
+func (r *offsetsRecord) read(ctx context.Context, src offsetsSource, why recordRead) (nonce uint64, err error) {
 	last, err := src.readLast(ctx, r.topic, r.partition, 4*(len(r.sources)+1)+16)
 	if err != nil {
 		return 0, fmt.Errorf("read the offsets record %s/%d: %w", r.topic, r.partition, err)
@@ -160,7 +174,7 @@ func (r *offsetsRecord) read(ctx context.Context, src offsetsSource) (nonce uint
 		if !ok {
 			continue
 		}
-		if err := r.apply(topic, v, ids, src); err != nil {
+		if err := r.apply(topic, v, ids, src, why); err != nil {
 			return 0, err
 		}
 	}
@@ -188,7 +202,7 @@ func (r *offsetsRecord) noteTopicIDs(ids map[string]sarama.Uuid) {
 
 // apply moves topic's committed offset up to its recorded value v, unless v belongs to
 // an earlier topic of the same name.
-func (r *offsetsRecord) apply(topic string, v []byte, ids map[string]sarama.Uuid, src offsetsSource) error {
+func (r *offsetsRecord) apply(topic string, v []byte, ids map[string]sarama.Uuid, src offsetsSource, why recordRead) error {
 	floor, id, err := decodeOffset(v)
 	if err != nil {
 		r.logger.Warn("ignoring an unreadable offsets record", "topic", topic, "partition", r.partition, "error", err)
@@ -210,7 +224,10 @@ func (r *offsetsRecord) apply(topic string, v []byte, ids map[string]sarama.Uuid
 			return nil
 		}
 	}
-	if claim := r.committed.of(topic); claim >= 0 && claim < floor {
+	// At a settle the record is the unknown commit's own, above what the task knew
+	// committed: no stale answer of the coordinator, which was not asked (the warning
+	// appeared after every unknown outcome that committed).
+	if claim := r.committed.of(topic); why == readAtStart && claim >= 0 && claim < floor {
 		r.logger.Warn("the group coordinator answered a committed offset older than the task's own record; skipping the committed records in between",
 			"topic", topic, "partition", r.partition, "coordinator", claim, "recorded", floor)
 	}

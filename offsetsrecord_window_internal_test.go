@@ -89,7 +89,7 @@ func TestOffsetsRecordAfterManyAbortedTxns(t *testing.T) {
 		for _, part := range []int32{0, 1} {
 			t.Run(fmt.Sprintf("partition%d", part), func(t *testing.T) {
 				r := &offsetsRecord{topic: offTopic, partition: part, sources: sources, committed: newCommittedOffsets(), logger: slog.New(slog.DiscardHandler)}
-				nonce, err := r.read(ctx, rt)
+				nonce, err := r.read(ctx, rt, readAtStart)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -110,7 +110,7 @@ func (t *taskRunner) prepare(ctx context.Context) error {
 func (t *taskRunner) prepareOnce(ctx context.Context) error {
 	// The offsets record first: a store restored from its source topic stops at the
 	// committed input offset, and its nonce names the last committed transaction.
-	nonce, err := t.readOffsetsRecord(ctx)
+	nonce, err := t.readOffsetsRecord(ctx, readAtStart)
 	if err != nil {
 		return err
 	}
@@ -143,11 +143,11 @@ func (t *taskRunner) recoverSinks(ctx context.Context, nonce uint64) error {
 
 // readOffsetsRecord reads the task's offsets record back (exactly-once only) and
 // returns the nonce of the last committed transaction.
-func (t *taskRunner) readOffsetsRecord(ctx context.Context) (uint64, error) {
+func (t *taskRunner) readOffsetsRecord(ctx context.Context, why recordRead) (uint64, error) {
 	if !t.cfg.exactlyOnce {
 		return 0, nil
 	}
-	nonce, err := t.record.read(ctx, t.host)
+	nonce, err := t.record.read(ctx, t.host, why)
 	if err != nil {
 		return 0, fmt.Errorf("task %s: %w", t.id, err)
 	}

@@ -134,7 +134,7 @@ func (w *worker) settle(ctx context.Context) error {
 	}
 	committed := false
 	for _, t := range w.tasks {
-		nonce, err := t.readOffsetsRecord(ctx)
+		nonce, err := t.readOffsetsRecord(ctx, readAtSettle)
 		if err != nil {
 			return &taskError{task: t.id, op: "re-read the offsets record", rec: settleTxn, err: err}
 		}
