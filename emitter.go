@@ -90,8 +90,15 @@ func (e *Emitter[K, V]) partitions() (int32, error) {
 }
 
 // Emit writes one record and waits for the brokers' acknowledgement, or for ctx to
-// end: the record may then still be written.
+// end: the record may then still be written. A ctx that has already ended writes
+// nothing.
 func (e *Emitter[K, V]) Emit(ctx context.Context, key K, value V) error {
+	// Checked first: sent anyway, a fast broker's acknowledgement and the ended ctx
+	// were both ready at the select below, which picks one at random (a fresh-clone CI
+	// run here returned nil for an ended ctx, TestEmitterWritesWhereKafkaPartitions).
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("eddy: emitter to %s: %w (nothing written)", e.topic, err)
+	}
 	kb, err := e.keys.Serialize(e.topic, key)
 	if err != nil {
 		return fmt.Errorf("eddy: emitter to %q: serialize the key: %w", e.topic, err)
