@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -71,7 +72,7 @@ func TestStaleQueryFromASuspendedTask(t *testing.T) {
 		case <-time.After(2 * time.Minute):
 			t.Fatal("h did not commit within 2 minutes of new input")
 		}
-		start(t, e.topo, cfg()) // joins: a rebalance, held by h
+		third := start(t, e.topo, cfg()) // joins: a rebalance, held by h
 		suspended := func() bool {
 			for _, tv := range q.app.TasksView().Tasks {
 				if tv.Task == task.String() && tv.Role == "active" {
@@ -82,8 +83,20 @@ func TestStaleQueryFromASuspendedTask(t *testing.T) {
 		}
 		var info eddy.StaleInfo
 		some := firstKey(mine)
+		var seen []string // what q's task did while the test waited, for a failure's message
 		waitFor(t, time.Minute, "q's counting task suspended and a stale read from it", func() (bool, error) {
+			select {
+			case err := <-third.done:
+				third.done <- err // for its stop at cleanup
+				return false, fmt.Errorf("the third instance stopped: %v", err)
+			default:
+			}
 			_, _, info, err = qs.GetStale(some)
+			s := fmt.Sprintf("suspended %v, GetStale %+v %v", suspended(), info, err)
+			if len(seen) == 0 || seen[len(seen)-1] != s {
+				seen = append(seen, s)
+				t.Logf("%s: q's task %s: %s", time.Now().Format("15:04:05.000"), task, s)
+			}
 			return suspended() && err == nil && info.Source == eddy.SourceRestoring, nil
 		})
 		want := changelogBelow(t, c, e.appID, task.Partition, info.Checkpoint)

@@ -24,11 +24,45 @@ import (
 	"github.com/eddy-streams/eddy/topology"
 )
 
+// testLogger is the logger of one instance in test t. With EDDY_TEST_LOG set it writes
+// everything to stderr; otherwise it keeps the instance's last lines at info level and
+// prints them with the test's output if the test fails, so that a failure in a CI run
+// (where nothing is logged) says what the instances did before it.
 func testLogger(t *testing.T) *slog.Logger {
 	if os.Getenv("EDDY_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
-	return slog.New(slog.DiscardHandler)
+	tail := &logTail{max: 300}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last %d log lines of an instance:\n%s", len(tail.lines), tail.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(tail, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// logTail is an io.Writer that keeps the last max lines written to it (one slog
+// record is one Write).
+type logTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == l.max {
+		l.lines = append(l.lines[:0], l.lines[1:]...)
+	}
+	l.lines = append(l.lines, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 // instance is an App running in a goroutine.
