@@ -242,3 +242,60 @@ func TestInputTopics(t *testing.T) {
 		t.Errorf("InputTopics: %v, want %v", got, want)
 	}
 }
+
+// An eddy application deletes the repartition records it has committed, so a topic's
+// log start can move between WaitProcessed's look at it and its read from there: the
+// read is then refused (OFFSET_OUT_OF_RANGE) and WaitProcessed must look again, not
+// fail. Here the application commits past all four records and deletes them just as
+// WaitProcessed's first fetch from offset 0 arrives.
+func TestWaitProcessedLooksAgainWhenTheLogStartMoves(t *testing.T) {
+	c := kafkatest.Embedded(t)
+	ctx := t.Context()
+	topic, group := c.Unique("repartition"), c.Unique("app")
+	if err := c.CreateTopic(ctx, topic, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c", "d"} {
+		if err := c.Produce(ctx, topic, msg(topic, 0, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(t, c, group, topic, map[int32]int64{0: 0})
+
+	var moved atomic.Bool
+	actionErr := make(chan error, 1)
+	k := c.Broker().Kfake()
+	k.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f := req.(*kmsg.FetchRequest)
+		if len(f.Topics) == 0 || f.Topics[0].Topic != topic || moved.Swap(true) {
+			return nil, nil, false
+		}
+		k.SleepControl(func() {
+			err := commitOffsets(c, group, topic, map[int32]int64{0: 4})
+			if err == nil {
+				err = deleteRecords(c, topic, 0, 4)
+			}
+			actionErr <- err
+		})
+		return nil, nil, false
+	})
+	err := waitBriefly(c, group, topic)
+	if !moved.Load() {
+		t.Fatal("WaitProcessed never read the topic")
+	}
+	if aerr := <-actionErr; aerr != nil {
+		t.Fatal(aerr)
+	}
+	if err != nil {
+		t.Errorf("every record processed, the log start moved during a check: %v", err)
+	}
+}
+
+func deleteRecords(c *kafkatest.Cluster, topic string, partition int32, before int64) error {
+	admin, err := sarama.NewClusterAdmin(c.Addrs(), kafkatest.NewSaramaConfig())
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	return admin.DeleteRecords(topic, map[int32]int64{partition: before})
+}
