@@ -25,7 +25,8 @@ const (
 	SourceStandby Source = "standby"
 	// SourceRestoring: the key's task is assigned here but does not run: it restores
 	// its stores, or waits between two sessions of the group (a rebalance). The answer
-	// is its store file as of its checkpoint.
+	// is its committed state as of its checkpoint: its store file, with the committed
+	// changes it holds in memory (Config.StoreWriteInterval) over it.
 	SourceRestoring Source = "restoring"
 )
 
@@ -35,14 +36,15 @@ type StaleInfo struct {
 	Source Source
 	Task   processor.TaskID
 	// Checkpoint is the changelog offset the copy read reflects (the next offset it
-	// applies): the value and the checkpoint come from one bbolt read transaction, so
+	// applies): the value and the checkpoint come from one bbolt read transaction (and,
+	// for a task that does not run, from its held changes read under their lock), so
 	// the answer is the store exactly as of it (standby and restoring; 0 for active).
 	Checkpoint int64
 	// LagRecords is the changelog offsets from Checkpoint to the changelog's end (its
 	// last stable offset) as the copy last read it: a standby reads it every round
 	// (about every half second), a restore when it begins. 0 for active; -1 when not
-	// known (a restore that has applied nothing yet, a task suspended between sessions
-	// whose last committed changes may be held in memory, not yet in its file). Commits
+	// known (a restore that has applied nothing yet, a task suspended between sessions:
+	// it does not read its changelog's end). Commits
 	// since that read are not counted: see CurrentAsOf for a bound in time.
 	LagRecords int64
 	// CurrentAsOf: the copy holds every change committed to the changelog before this
@@ -195,7 +197,10 @@ func (t *taskRunner) getRestoring(store string, key []byte) ([]byte, StaleInfo, 
 	return v, info, err
 }
 
-// readRestoring runs a snapshot read on the store file of a task that does not run.
+// readRestoring runs a snapshot read on the committed state of a task that does not run:
+// its store file with the committed changes the task holds in memory over it
+// (kvstore.Buffer.ReadCommittedSnapshot; a suspended task may hold some, and its file
+// may have no checkpoint yet).
 func (t *taskRunner) readRestoring(store string, read func(kvstore.Backend) (kvstore.Snapshot, error)) (StaleInfo, error) {
 	info := StaleInfo{Source: SourceRestoring, Task: t.id}
 	t.queryMu.RLock()
@@ -204,7 +209,7 @@ func (t *taskRunner) readRestoring(store string, read func(kvstore.Backend) (kvs
 	if t.set == nil || st == taskClosed || t.set.Buffer(store) == nil {
 		return info, fmt.Errorf("%w: store %q of task %s is %s and not open", ErrNotReady, store, t.id, st)
 	}
-	snap, err := read(t.set.Buffer(store).Backend())
+	snap, err := t.set.Buffer(store).ReadCommittedSnapshot(read)
 	if err := snapshotUsable(store, t.id, snap, err); err != nil {
 		return info, err
 	}

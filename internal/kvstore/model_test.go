@@ -303,6 +303,41 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 				m.dirty[s] = map[string]*string{}
 			}
 		},
+		"snapshot": func(rt *rapid.T) {
+			// A reader on another goroutine (a stale query of a task that does not
+			// run) sees the committed state and its checkpoint: held changes too.
+			s, k := modelStore.Draw(rt, "store"), modelKey.Draw(rt, "key")
+			var got []byte
+			snap, err := m.bufs[s].ReadCommittedSnapshot(func(b Backend) (snap Snapshot, err error) {
+				got, snap, err = GetAt(b, s, []byte(k))
+				return snap, err
+			})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			want, wantOK := m.committed[s][k]
+			if (got != nil) != wantOK || string(got) != want {
+				rt.Fatalf("snapshot GetAt(%s, %q) = %q; want %q,%v", s, k, got, want, wantOK)
+			}
+			var all []Entry
+			snap2, err := m.bufs[s].ReadCommittedSnapshot(func(b Backend) (Snapshot, error) { return ScanAt(b, s, nil, nil, &all) })
+			if err != nil {
+				rt.Fatal(err)
+			}
+			scanned := map[string]string{}
+			for _, e := range all {
+				scanned[string(e.Key)] = string(e.Value)
+			}
+			if !maps.Equal(scanned, m.committed[s]) {
+				rt.Fatalf("snapshot ScanAt(%s) = %q; want %q", s, scanned, m.committed[s])
+			}
+			cp, cpOK := m.checkpoints[s]
+			for _, sn := range []Snapshot{snap, snap2} {
+				if sn.HasCheckpoint != cpOK || sn.Checkpoint != cp {
+					rt.Fatalf("snapshot of %s at checkpoint %d,%v; want %d,%v", s, sn.Checkpoint, sn.HasCheckpoint, cp, cpOK)
+				}
+			}
+		},
 		"checkpoint": func(rt *rapid.T) {
 			for _, s := range append(modelStores, "unknown") {
 				off, ok, err := m.backend.Checkpoint(s)

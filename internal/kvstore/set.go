@@ -202,15 +202,21 @@ func (s *Set) hold(checkpoints map[string]int64) error {
 		}
 	}
 	s.heldKeys = 0
-	for _, b := range s.buffers {
-		if len(b.dirty) > 0 {
+	for name, b := range s.buffers {
+		off, hasOff := checkpoints[name]
+		if len(b.dirty) > 0 || hasOff {
 			b.heldMu.Lock()
-			if b.held == nil {
-				b.held = map[string]dirtyValue{}
+			if len(b.dirty) > 0 {
+				if b.held == nil {
+					b.held = map[string]dirtyValue{}
+				}
+				maps.Copy(b.held, b.dirty)
+				b.heldSorted = nil
 			}
-			maps.Copy(b.held, b.dirty)
+			if hasOff {
+				b.heldCheckpoint, b.hasHeldCheckpoint = off, true
+			}
 			b.heldMu.Unlock()
-			b.heldSorted = nil
 		}
 		s.heldKeys += len(b.held)
 		b.clear()
@@ -258,7 +264,7 @@ func (s *Set) WriteHeld() error {
 	}
 	for _, b := range s.buffers {
 		b.heldMu.Lock()
-		b.held = nil
+		b.held, b.hasHeldCheckpoint = nil, false
 		b.heldMu.Unlock()
 		b.heldSorted = nil
 	}
@@ -339,6 +345,11 @@ type Buffer struct {
 	// heldMu, which interactive queries hold to read it (ReadCommitted).
 	heldMu sync.RWMutex
 	held   map[string]dirtyValue
+	// heldCheckpoint is the changelog checkpoint of the held changes (hasHeldCheckpoint:
+	// the last commit gave one), under heldMu like held: a snapshot read over them
+	// reports it (ReadCommittedSnapshot).
+	heldCheckpoint    int64
+	hasHeldCheckpoint bool
 	// heldSorted caches held in key order for Iterate (nil when stale); the task's
 	// goroutine alone uses it.
 	heldSorted []Entry
@@ -522,11 +533,48 @@ func (b *Buffer) ReadCommitted(read func(Backend) error) error {
 	return read(heldView{Backend: b.backend, store: b.name, held: b.held})
 }
 
-// heldView is a backend with one store's held changes over it, for ReadCommitted.
+// ReadCommittedSnapshot runs a snapshot read (GetAt, ScanAt) on the committed state of
+// the store — its held changes over its backend — from another goroutine than the
+// task's, and returns what the read saw with the checkpoint of that state: the held
+// changes' own when the task holds any, the store file's otherwise. A task that does
+// not run (suspended between sessions) may hold committed changes not yet in its file,
+// or none there at all (a file with no checkpoint yet: its commits all came within
+// Config.StoreWriteInterval of its start); reading the file alone answered older
+// values, or ErrNotReady for as long as the task did not run.
+//
+// Why the held checkpoint is that of what the read saw: the held changes are every
+// committed change since the file's checkpoint, and while heldMu is held for reading
+// the task's goroutine changes neither them nor their checkpoint; the one write it may
+// make to the file meanwhile (WriteHeld) writes exactly the held changes, which the
+// read sees over the file either way.
+func (b *Buffer) ReadCommittedSnapshot(read func(Backend) (Snapshot, error)) (Snapshot, error) {
+	b.heldMu.RLock()
+	defer b.heldMu.RUnlock()
+	if len(b.held) == 0 && !b.hasHeldCheckpoint {
+		return read(b.backend)
+	}
+	v := heldView{Backend: b.backend, store: b.name, held: b.held}
+	if b.hasHeldCheckpoint {
+		v.checkpoint = &b.heldCheckpoint
+	}
+	return read(v)
+}
+
+// heldView is a backend with one store's held changes over it, for ReadCommitted and
+// ReadCommittedSnapshot.
 type heldView struct {
 	Backend
 	store string
 	held  map[string]dirtyValue
+	// checkpoint, when set, is the held changes' checkpoint: the store's in this view.
+	checkpoint *int64
+}
+
+func (v heldView) Checkpoint(store string) (int64, bool, error) {
+	if store == v.store && v.checkpoint != nil {
+		return *v.checkpoint, true, nil
+	}
+	return v.Backend.Checkpoint(store)
 }
 
 func (v heldView) Get(store string, key []byte) ([]byte, error) {
