@@ -275,14 +275,17 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 			if err := m.set.Flush(cps); err != nil {
 				rt.Fatal(err)
 			}
-			held := 0
+			held, heldCheckpoints := 0, 0
 			for _, s := range modelStores {
 				m.committed[s] = m.view(s)
 				m.dirty[s] = map[string]*string{}
 				held += len(m.bufs[s].held)
+				if m.bufs[s].hasHeldCheckpoint {
+					heldCheckpoints++
+				}
 			}
 			maps.Copy(m.checkpoints, cps)
-			if held == 0 && len(m.set.heldOffsets) == 0 {
+			if held == 0 && heldCheckpoints == 0 {
 				m.wrote()
 			} else if !m.writeBehind {
 				rt.Fatalf("a Set without WriteBehind holds %d keys after Flush", held)

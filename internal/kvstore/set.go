@@ -43,12 +43,11 @@ type Set struct {
 	closed  bool
 
 	// Write-behind (WriteBehind); holdKeys 0: every Flush writes.
-	holdKeys    int
-	holdFor     time.Duration
-	clock       func() time.Time
-	lastWrite   time.Time
-	heldKeys    int              // keys held across the buffers
-	heldOffsets map[string]int64 // checkpoints of the held changes
+	holdKeys  int
+	holdFor   time.Duration
+	clock     func() time.Time
+	lastWrite time.Time
+	heldKeys  int // keys held across the buffers (each Buffer holds its own, and their checkpoint)
 }
 
 // WriteBehind makes Flush hold committed changes until maxKeys are held across the
@@ -70,7 +69,6 @@ func (s *Set) WriteBehind(maxKeys int, maxAge time.Duration, clock func() time.T
 		clock = time.Now
 	}
 	s.holdKeys, s.holdFor, s.clock = maxKeys, maxAge, clock
-	s.heldOffsets = map[string]int64{}
 	s.lastWrite = clock().Add(-rand.N(maxAge))
 }
 
@@ -196,11 +194,6 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 
 // hold moves the committed write buffers into the held layer, and writes it when due.
 func (s *Set) hold(checkpoints map[string]int64) error {
-	for _, name := range s.names {
-		if off, ok := checkpoints[name]; ok {
-			s.heldOffsets[name] = off
-		}
-	}
 	s.heldKeys = 0
 	for name, b := range s.buffers {
 		off, hasOff := checkpoints[name]
@@ -235,14 +228,10 @@ func (s *Set) WriteHeld() error {
 	if s.closed {
 		return statestore.ErrClosed
 	}
-	if s.heldKeys == 0 && len(s.heldOffsets) == 0 {
-		return nil
-	}
 	batches := map[Backend]*Batch{}
 	for _, name := range s.names {
 		b := s.buffers[name]
-		_, held := s.heldOffsets[name]
-		if len(b.held) == 0 && !held {
+		if len(b.held) == 0 && !b.hasHeldCheckpoint {
 			continue
 		}
 		batch := batches[b.backend]
@@ -253,9 +242,12 @@ func (s *Set) WriteHeld() error {
 		if len(b.held) > 0 {
 			batch.Writes[name] = sortedEntries(b.held)
 		}
-		if held {
-			batch.Checkpoints[name] = s.heldOffsets[name]
+		if b.hasHeldCheckpoint {
+			batch.Checkpoints[name] = b.heldCheckpoint
 		}
+	}
+	if len(batches) == 0 {
+		return nil
 	}
 	for be, batch := range batches {
 		if err := be.Write(*batch); err != nil {
@@ -269,7 +261,6 @@ func (s *Set) WriteHeld() error {
 		b.heldSorted = nil
 	}
 	s.heldKeys = 0
-	clear(s.heldOffsets)
 	s.lastWrite = s.clock()
 	return nil
 }
