@@ -2,6 +2,7 @@ package kvstore
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -33,8 +34,12 @@ type modelMachine struct {
 	kv      map[string]statestore.KeyValueStore[string, string]
 
 	// the model
-	committed   map[string]map[string]string
-	dirty       map[string]map[string]*string // nil: a buffered delete
+	committed map[string]map[string]string
+	dirty     map[string]map[string]*string // nil: a buffered delete
+	// sealed is the sealed layer (Set.Seal) while isSealed: the commit under way,
+	// below dirty.
+	sealed      map[string]map[string]*string
+	isSealed    bool
 	checkpoints map[string]int64
 	reopens     int
 
@@ -109,7 +114,9 @@ func (m *modelMachine) open(rt *rapid.T) {
 	}
 	for _, name := range modelStores {
 		m.dirty[name] = map[string]*string{}
+		m.sealed[name] = map[string]*string{}
 	}
+	m.isSealed = false
 }
 
 func (m *modelMachine) close(rt *rapid.T) {
@@ -120,17 +127,23 @@ func (m *modelMachine) close(rt *rapid.T) {
 	}
 }
 
-// view is the model's content of a store: committed with the buffer over it.
+// view is the model's content of a store: committed with the sealed layer and the
+// buffer over it.
 func (m *modelMachine) view(store string) map[string]string {
 	v := maps.Clone(m.committed[store])
-	for k, d := range m.dirty[store] {
+	applyLayer(v, m.sealed[store])
+	applyLayer(v, m.dirty[store])
+	return v
+}
+
+func applyLayer(v map[string]string, layer map[string]*string) {
+	for k, d := range layer {
 		if d == nil {
 			delete(v, k)
 		} else {
 			v[k] = *d
 		}
 	}
-	return v
 }
 
 var (
@@ -277,8 +290,15 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 			}
 			held, heldCheckpoints := 0, 0
 			for _, s := range modelStores {
-				m.committed[s] = m.view(s)
-				m.dirty[s] = map[string]*string{}
+				// The sealed layer commits, the write buffer above it stays; with
+				// none sealed, the write buffer commits.
+				if m.isSealed {
+					applyLayer(m.committed[s], m.sealed[s])
+					m.sealed[s] = map[string]*string{}
+				} else {
+					applyLayer(m.committed[s], m.dirty[s])
+					m.dirty[s] = map[string]*string{}
+				}
 				held += len(m.bufs[s].held)
 				if m.bufs[s].hasHeldCheckpoint {
 					heldCheckpoints++
@@ -290,8 +310,30 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 			} else if !m.writeBehind {
 				rt.Fatalf("a Set without WriteBehind holds %d keys after Flush", held)
 			}
-			if m.set.Dirty() != 0 {
-				rt.Fatalf("Dirty() = %d after Flush", m.set.Dirty())
+			m.isSealed = false
+			if want := len(m.dirty["a"]) + len(m.dirty["b"]); m.set.Dirty() != want || m.set.Sealed() {
+				rt.Fatalf("Dirty() = %d, Sealed() = %v after Flush; want %d, false", m.set.Dirty(), m.set.Sealed(), want)
+			}
+		},
+		"seal": func(rt *rapid.T) {
+			err := m.set.Seal()
+			if m.isSealed {
+				if !errors.Is(err, ErrSealed) {
+					rt.Fatalf("Seal while sealed: %v; want ErrSealed", err)
+				}
+				return
+			}
+			if err != nil {
+				rt.Fatal(err)
+			}
+			want := 0
+			for _, s := range modelStores {
+				m.sealed[s], m.dirty[s] = m.dirty[s], map[string]*string{}
+				want += len(m.sealed[s])
+			}
+			m.isSealed = true
+			if m.set.Dirty() != 0 || m.set.ToFlush() != want {
+				rt.Fatalf("after Seal: Dirty() = %d, ToFlush() = %d; want 0, %d", m.set.Dirty(), m.set.ToFlush(), want)
 			}
 		},
 		"tick": func(rt *rapid.T) {
@@ -304,7 +346,9 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 			m.set.Discard()
 			for _, s := range modelStores {
 				m.dirty[s] = map[string]*string{}
+				m.sealed[s] = map[string]*string{}
 			}
+			m.isSealed = false
 		},
 		"snapshot": func(rt *rapid.T) {
 			// A reader on another goroutine (a stale query of a task that does not
@@ -372,7 +416,7 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 			}
 			m.writeHeld(rt) // as the runtime does before a restore
 			err := m.bufs[s].Restore(recs, next)
-			if len(m.dirty[s]) > 0 {
+			if len(m.dirty[s])+len(m.sealed[s]) > 0 {
 				if err == nil {
 					rt.Fatal("Restore with buffered changes succeeded")
 				}
@@ -408,10 +452,7 @@ func (m *modelMachine) actions() map[string]func(*rapid.T) {
 			} else {
 				m.crashed() // the memory backend's Set is dropped, its held changes with it
 			}
-			for _, s := range modelStores {
-				m.dirty[s] = map[string]*string{}
-			}
-			m.open(rt)
+			m.open(rt) // the model's buffers start empty, as the new Set's
 		},
 	}
 }
@@ -431,6 +472,7 @@ func TestStoreModel(t *testing.T) {
 				m := &modelMachine{t: t, kind: kind, dir: dir,
 					committed:   map[string]map[string]string{"a": {}, "b": {}},
 					dirty:       map[string]map[string]*string{},
+					sealed:      map[string]map[string]*string{},
 					checkpoints: map[string]int64{},
 					writeBehind: writeBehind, now: time.Unix(1e9, 0),
 					durable:            map[string]map[string]string{"a": {}, "b": {}},

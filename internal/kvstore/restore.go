@@ -68,8 +68,8 @@ func keyPrefix(key []byte) uint64 {
 // after the batch), as RestoreBatch describes. Restore before processing: the write
 // buffer must be empty, or its values would hide the restored ones.
 func (b *Buffer) Restore(records []Entry, next int64) error {
-	if len(b.dirty) > 0 {
-		return &statestore.StoreError{Store: b.name, Op: "restore", Err: fmt.Errorf("%d buffered changes: restore before processing", len(b.dirty))}
+	if n := len(b.dirty) + len(b.sealed); n > 0 {
+		return &statestore.StoreError{Store: b.name, Op: "restore", Err: fmt.Errorf("%d buffered changes: restore before processing", n)}
 	}
 	if len(b.held) > 0 {
 		return &statestore.StoreError{Store: b.name, Op: "restore", Err: fmt.Errorf("%d committed changes held: write them (Set.WriteHeld) before restoring", len(b.held))}

@@ -26,6 +26,16 @@ type ChangelogWriter interface {
 //	Flush(checkpoints) after it committed: dirty keys + checkpoints → backend, atomically
 //	Discard()          after it aborted: drop the dirty keys
 //
+// A commit whose Kafka transaction is still under way while the task processes on
+// (an overlapped commit, docs/architecture.md) seals its keys first:
+//
+//	LogChanges(w); Seal()  the dirty keys become the sealed layer, read-only, and the
+//	                       next commit's writes fill a new write buffer above it
+//	Flush(checkpoints)     the transaction committed: the sealed layer → backend; the
+//	                       open write buffer stays
+//	Discard()              it aborted: both layers dropped (the runtime replays the
+//	                       input of both commits)
+//
 // With WriteBehind, Flush holds the committed changes in memory (the buffers' held
 // layer, read between the write buffer and the backend) and writes them, with the
 // latest checkpoints, once enough are held or enough time passed: a store file
@@ -48,6 +58,10 @@ type Set struct {
 	clock     func() time.Time
 	lastWrite time.Time
 	heldKeys  int // keys held across the buffers (each Buffer holds its own, and their checkpoint)
+
+	// sealed: Seal made every buffer's dirty keys its sealed layer, and the next Flush
+	// or Discard ends it.
+	sealed bool
 }
 
 // WriteBehind makes Flush hold committed changes until maxKeys are held across the
@@ -106,7 +120,43 @@ func (s *Set) Buffer(name string) *Buffer { return s.buffers[name] }
 // Names lists the registered stores, sorted.
 func (s *Set) Names() []string { return s.names }
 
-// Dirty returns the number of keys changed since the last Flush or Discard.
+// ErrSealed is returned by Seal while an earlier seal has not ended (Flush or
+// Discard): at most one commit is under way while the next one fills.
+var ErrSealed = errors.New("statestore: the stores are sealed already (an earlier commit is still under way)")
+
+// Seal makes every store's dirty keys its sealed layer, read-only and read below the
+// new (empty) write buffer, which the writes from now on fill: the commit that logged
+// the dirty keys (LogChanges) is under way, and the next Flush writes exactly them
+// (Discard drops both layers). The stores' OnSeal functions run.
+func (s *Set) Seal() error {
+	if s.closed {
+		return statestore.ErrClosed
+	}
+	if s.sealed {
+		return ErrSealed
+	}
+	s.sealed = true
+	for _, b := range s.buffers {
+		b.seal()
+	}
+	return nil
+}
+
+// Sealed reports whether a sealed layer awaits its Flush or Discard.
+func (s *Set) Sealed() bool { return s.sealed }
+
+// ToFlush returns the number of keys the next Flush writes: the sealed layer's, else
+// the dirty keys.
+func (s *Set) ToFlush() int {
+	n := 0
+	for _, b := range s.buffers {
+		n += len(b.flushing())
+	}
+	return n
+}
+
+// Dirty returns the number of keys changed since the last Flush or Discard (since the
+// last Seal, while sealed).
 func (s *Set) Dirty() int {
 	n := 0
 	for _, b := range s.buffers {
@@ -136,9 +186,9 @@ func (s *Set) LogChanges(w ChangelogWriter) error {
 	return nil
 }
 
-// Flush writes every dirty key of every store and the given changelog checkpoints to the
-// backend in one atomic write, then empties the buffers. Call it only after the
-// transaction carrying the changelog records committed.
+// Flush writes every dirty key of every store (every sealed one, while sealed) and the
+// given changelog checkpoints to the backend in one atomic write, then empties what it
+// wrote. Call it only after the transaction carrying the changelog records committed.
 func (s *Set) Flush(checkpoints map[string]int64) error {
 	if s.closed {
 		return statestore.ErrClosed
@@ -161,15 +211,15 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 		be := b.backend
 		if sg, ok := be.(*Segmented); ok {
 			be = sg.inner // one write per real backend
-			if len(b.dirty) > 0 || b.observed != NoObservedTime {
-				fn, err := sg.join(batchOf(be), b.sortedDirty(), b.observed)
+			if len(b.flushing()) > 0 || b.flushingObserved() != NoObservedTime {
+				fn, err := sg.join(batchOf(be), b.sortedFlushing(), b.flushingObserved())
 				if err != nil {
 					return fmt.Errorf("statestore: flush: %w", err)
 				}
 				written = append(written, fn)
 			}
-		} else if len(b.dirty) > 0 {
-			batchOf(be).Writes[name] = b.sortedDirty()
+		} else if len(b.flushing()) > 0 {
+			batchOf(be).Writes[name] = b.sortedFlushing()
 		}
 		if off, ok := checkpoints[name]; ok {
 			batchOf(be).Checkpoints[name] = off
@@ -185,11 +235,22 @@ func (s *Set) Flush(checkpoints map[string]int64) error {
 			return fmt.Errorf("statestore: flush: %w", err)
 		}
 	}
+	s.flushed()
+	return nil
+}
+
+// flushed empties what Flush wrote (the sealed layers, or the write buffers) and tells
+// the stores their commit ended.
+func (s *Set) flushed() {
 	for _, b := range s.buffers {
-		b.clear()
+		if s.sealed {
+			b.unseal()
+		} else {
+			b.clear()
+		}
 		b.ended(true)
 	}
-	return nil
+	s.sealed = false
 }
 
 // hold moves the committed write buffers into the held layer, and writes it when due.
@@ -197,13 +258,13 @@ func (s *Set) hold(checkpoints map[string]int64) error {
 	s.heldKeys = 0
 	for name, b := range s.buffers {
 		off, hasOff := checkpoints[name]
-		if len(b.dirty) > 0 || hasOff {
+		if len(b.flushing()) > 0 || hasOff {
 			b.heldMu.Lock()
-			if len(b.dirty) > 0 {
+			if len(b.flushing()) > 0 {
 				if b.held == nil {
 					b.held = map[string]dirtyValue{}
 				}
-				maps.Copy(b.held, b.dirty)
+				maps.Copy(b.held, b.flushing())
 				b.heldSorted = nil
 			}
 			if hasOff {
@@ -212,9 +273,8 @@ func (s *Set) hold(checkpoints map[string]int64) error {
 			b.heldMu.Unlock()
 		}
 		s.heldKeys += len(b.held)
-		b.clear()
-		b.ended(true)
 	}
+	s.flushed()
 	if s.heldKeys >= s.holdKeys || s.clock().Sub(s.lastWrite) >= s.holdFor {
 		return s.WriteHeld()
 	}
@@ -288,12 +348,15 @@ func (s *Set) ChangelogTrims() (map[string]int64, error) {
 	return out, nil
 }
 
-// Discard drops every buffered change, as after an aborted transaction.
+// Discard drops every buffered change (the sealed layer's too), as after an aborted
+// transaction.
 func (s *Set) Discard() {
 	for _, b := range s.buffers {
+		b.unseal()
 		b.clear()
 		b.ended(false)
 	}
+	s.sealed = false
 }
 
 // Close discards the buffers and closes every backend of the set.
@@ -328,6 +391,15 @@ type Buffer struct {
 	dirty   map[string]dirtyValue
 	sorted  []Entry // cache of sortedDirty, nil when stale
 	onEnd   []func(committed bool)
+	onSeal  []func()
+	// sealed is the write buffer of the commit under way (Set.Seal; nil: none), read
+	// between dirty and held, written by the next Flush; sealedSorted caches it in key
+	// order and sealedObserved is its ObserveTime. spare is an emptied map that the next
+	// seal reuses as the write buffer.
+	sealed         map[string]dirtyValue
+	sealedSorted   []Entry
+	sealedObserved int64
+	spare          map[string]dirtyValue
 	// observed is a time the store's observed stream time reaches at the next flush
 	// though no buffered key carries it (NoObservedTime: none); see ObserveTime.
 	observed int64
@@ -358,6 +430,63 @@ func (b *Buffer) ObserveTime(ts int64) { b.observed = max(b.observed, ts) }
 // (a window store's observed stream time) keeps it or returns to its committed value.
 func (b *Buffer) OnCommitEnd(fn func(committed bool)) { b.onEnd = append(b.onEnd, fn) }
 
+// OnSeal registers fn to run when the set seals (Set.Seal): a layer that keeps state
+// derived from the buffered writes keeps the sealed writes' part apart, for OnCommitEnd
+// after the next Flush to end only that part.
+func (b *Buffer) OnSeal(fn func()) { b.onSeal = append(b.onSeal, fn) }
+
+func (b *Buffer) seal() {
+	next := b.spare
+	if next == nil {
+		next = map[string]dirtyValue{}
+	}
+	b.sealed, b.dirty, b.spare = b.dirty, next, nil
+	b.sealedSorted, b.sorted = b.sorted, nil
+	b.sealedObserved, b.observed = b.observed, NoObservedTime
+	for _, fn := range b.onSeal {
+		fn()
+	}
+}
+
+// unseal drops the sealed layer (written or discarded).
+func (b *Buffer) unseal() {
+	if b.sealed == nil {
+		return
+	}
+	clear(b.sealed)
+	b.spare, b.sealed, b.sealedSorted = b.sealed, nil, nil
+	b.sealedObserved = NoObservedTime
+}
+
+// flushing returns the layer the next Flush writes: the sealed one, else the dirty keys.
+func (b *Buffer) flushing() map[string]dirtyValue {
+	if b.sealed != nil {
+		return b.sealed
+	}
+	return b.dirty
+}
+
+func (b *Buffer) sortedFlushing() []Entry {
+	if b.sealed == nil {
+		return b.sortedDirty()
+	}
+	return b.sortedSealed()
+}
+
+func (b *Buffer) sortedSealed() []Entry {
+	if b.sealedSorted == nil && len(b.sealed) > 0 {
+		b.sealedSorted = sortedEntries(b.sealed)
+	}
+	return b.sealedSorted
+}
+
+func (b *Buffer) flushingObserved() int64 {
+	if b.sealed != nil {
+		return b.sealedObserved
+	}
+	return b.observed
+}
+
 func (b *Buffer) ended(committed bool) {
 	for _, fn := range b.onEnd {
 		fn(committed)
@@ -383,6 +512,9 @@ func (b *Buffer) Get(key []byte) ([]byte, error) {
 	if d, ok := b.dirty[string(key)]; ok {
 		// A copy: a serde may hand the bytes to the caller (Bytes does), who must not be
 		// able to change a buffered value behind the store's back.
+		return bytes.Clone(d.value), nil
+	}
+	if d, ok := b.sealed[string(key)]; ok {
 		return bytes.Clone(d.value), nil
 	}
 	if d, ok := b.held[string(key)]; ok {
@@ -412,25 +544,30 @@ func (b *Buffer) Count() (int64, error) {
 	if err != nil {
 		return 0, &statestore.StoreError{Store: b.name, Op: "count", Err: err}
 	}
-	// The held changes over the backend, then the write buffer over both.
-	for k, d := range b.held {
-		old, err := b.backend.Get(b.name, []byte(k))
-		if err != nil {
-			return 0, &statestore.StoreError{Store: b.name, Op: "count", Err: err}
-		}
-		n += countDelta(old, d.value)
-	}
-	for k, d := range b.dirty {
-		h, ok := b.held[k]
-		old := h.value
-		if !ok {
-			if old, err = b.backend.Get(b.name, []byte(k)); err != nil {
+	// Each layer over those below it: the held changes over the backend, the sealed
+	// layer over both, the write buffer over all.
+	layers := []map[string]dirtyValue{b.held, b.sealed, b.dirty}
+	for i, layer := range layers {
+		for k, d := range layer {
+			old, err := b.below(layers[:i], k)
+			if err != nil {
 				return 0, &statestore.StoreError{Store: b.name, Op: "count", Err: err}
 			}
+			n += countDelta(old, d.value)
 		}
-		n += countDelta(old, d.value)
 	}
 	return n, nil
+}
+
+// below returns the value of key in the topmost of layers that holds it, else in the
+// backend.
+func (b *Buffer) below(layers []map[string]dirtyValue, key string) ([]byte, error) {
+	for i := len(layers) - 1; i >= 0; i-- {
+		if d, ok := layers[i][key]; ok {
+			return d.value, nil
+		}
+	}
+	return b.backend.Get(b.name, []byte(key))
 }
 
 // countDelta is what replacing old by new adds to a key count.
@@ -445,10 +582,13 @@ func countDelta(old, new []byte) int64 {
 }
 
 // Iterate walks [from, to) (nil bounds are open) in key order, the buffer merged over
-// the held changes over the backend: buffered values replace the others, buffered
-// deletes hide them.
+// the sealed layer over the held changes over the backend: buffered values replace the
+// others, buffered deletes hide them.
 func (b *Buffer) Iterate(from, to []byte) (BytesIterator, error) {
 	over := inRange(b.sortedDirty(), from, to)
+	if len(b.sealed) > 0 {
+		over = overlay(over, inRange(b.sortedSealed(), from, to))
+	}
 	if len(b.held) > 0 {
 		if b.heldSorted == nil {
 			b.heldSorted = sortedEntries(b.held)
