@@ -119,10 +119,32 @@ type punctuatorState struct {
 	cancelled bool
 }
 
-// Committed records the task's current time state as committed: Rollback returns to
-// it. The runtime calls it when a transaction commits (Init calls it too).
+// Committed records the task's time state as committed: Rollback returns to it. The
+// runtime calls it when a transaction commits (Init calls it too). After a Seal it is
+// the sealed state that commits (the transaction that committed is the sealed one),
+// and the current state stays that of the open transaction.
 func (t *Task) Committed() {
-	s := timeState{streamTime: t.streamTime, wallTime: t.wallTime, partitionTimes: t.committedTime.partitionTimes, punctuators: t.committedTime.punctuators[:0]}
+	if t.sealed {
+		t.committedTime, t.sealedTime = t.sealedTime, t.committedTime
+		t.sealed = false
+	} else {
+		t.committedTime = t.snapshotTime(t.committedTime)
+	}
+	t.times.Committed()
+}
+
+// Seal records the task's current time state as that of the transaction now
+// committing while the task processes on (an overlapped commit): the next Committed
+// commits it, a Rollback drops it.
+func (t *Task) Seal() {
+	t.sealedTime = t.snapshotTime(t.sealedTime)
+	t.sealed = true
+	t.times.Seal()
+}
+
+// snapshotTime returns the current time state, reusing the maps and slices of reuse.
+func (t *Task) snapshotTime(reuse timeState) timeState {
+	s := timeState{streamTime: t.streamTime, wallTime: t.wallTime, partitionTimes: reuse.partitionTimes, punctuators: reuse.punctuators[:0]}
 	if s.partitionTimes == nil {
 		s.partitionTimes = map[string]time.Time{}
 	}
@@ -131,8 +153,7 @@ func (t *Task) Committed() {
 	for _, p := range t.punctuators {
 		s.punctuators = append(s.punctuators, punctuatorState{p: p, next: p.next, cancelled: p.cancelled})
 	}
-	t.committedTime = s
-	t.times.Committed()
+	return s
 }
 
 // Rollback returns stream time, the wall-clock time and the punctuation schedule to the
@@ -146,6 +167,7 @@ func (t *Task) Committed() {
 func (t *Task) Rollback() {
 	t.caches.Drop()
 	t.times.Rollback()
+	t.sealed = false
 	s := t.committedTime
 	t.streamTime, t.wallTime = s.streamTime, s.wallTime
 	clear(t.partitionTimes)

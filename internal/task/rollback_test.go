@@ -98,3 +98,52 @@ func TestRollbackReplaysTimeAndPunctuations(t *testing.T) {
 		t.Errorf("before the transaction: %d records, want 1", committedSent)
 	}
 }
+
+// A sealed transaction (the overlapped commit) commits the time state it was sealed
+// with: a rollback of the open transaction after it replays from the seal, and a
+// rollback while sealed from the last commit before it.
+func TestRollbackAcrossASeal(t *testing.T) {
+	b := topology.NewBuilder()
+	topology.AddSource(b, "in", serde.String(), serde.String(), "input")
+	p := &ticking{}
+	topology.AddProcessor(b, "tick", func() processor.Processor[string, string, string, string] { return p }, "in")
+	topology.AddSink(b, "out", "output", serde.String(), serde.String(), "tick")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{parts: 1}
+	tk := newTask(t, topo, c, nil)
+	step := func(off int64, value string) {
+		t.Helper()
+		if err := tk.Process(raw("input", off, "k", value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream := func(want int64, when string) {
+		t.Helper()
+		if got := tk.StreamTime().Unix(); got != want {
+			t.Fatalf("%s: stream time %d s, want %d s", when, got, want)
+		}
+	}
+	step(1, "a")
+	tk.Committed()
+	step(2, "b")
+	tk.Seal() // the transaction at 2 commits while processing goes on
+	first := len(c.sent)
+	step(4, "c")
+	firstPass := slices.Clone(c.sent[first:])
+	tk.Committed() // it committed
+	stream(4, "after the sealed transaction committed")
+	tk.Rollback() // the open transaction aborted
+	stream(2, "after the open transaction's rollback")
+	from := len(c.sent)
+	step(4, "c")
+	if got := c.sent[from:]; len(got) != 1 || !slices.Equal(got, firstPass) {
+		t.Fatalf("the replay from the seal at 2 s to 4 s sent %v, the first pass %v; want the same punctuation", got, firstPass)
+	}
+	tk.Seal()
+	step(6, "d")
+	tk.Rollback() // the sealed transaction aborted: both go, back to 2
+	stream(2, "after a rollback while sealed")
+}

@@ -134,11 +134,13 @@ type Task struct {
 	inputDead       bool
 	commitRequested bool
 	punctuators     []*punctuator
-	// committedTime is the time state of the last commit, for Rollback.
-	committedTime timeState
-	initialized   bool
-	closed        bool
-	roundRobin    map[string]int32
+	// committedTime is the time state of the last commit, for Rollback; sealedTime
+	// that of the transaction still committing after a Seal (sealed).
+	committedTime, sealedTime timeState
+	sealed                    bool
+	initialized               bool
+	closed                    bool
+	roundRobin                map[string]int32
 	// caches are the record caches of the task's DSL tables, flushed by Flush.
 	caches *cache.Registry
 	// times is the time state of the task's windowed processors, rolled back with it.

@@ -6,7 +6,10 @@
 // and drop records as late that the first pass accepted.
 //
 // One Registry per task, in the task's context.Context (processor.Context.Context());
-// the task calls Committed when a transaction commits and Rollback when one aborts.
+// the task calls Committed when a transaction commits and Rollback when one aborts. A
+// transaction still committing while the task processes on (an overlapped commit) is
+// sealed first: Seal keeps each cell's value at that point, which the next Committed
+// commits (the values since stay current), and Rollback returns past it.
 package timestate
 
 import "context"
@@ -14,8 +17,9 @@ import "context"
 // Registry holds a task's cells, and counts the records its windowed processors dropped
 // as late. Not safe for concurrent use: the task's goroutine owns it.
 type Registry struct {
-	cells []*Cell
-	late  int64
+	cells  []*Cell
+	late   int64
+	sealed bool
 }
 
 // Late counts a record dropped as late (after its windows' grace period). The count only
@@ -37,7 +41,7 @@ func (r *Registry) LateCount() int64 {
 }
 
 // Cell is one int64 of time state (milliseconds), rolled back with its task.
-type Cell struct{ v, committed int64 }
+type Cell struct{ v, committed, sealed int64 }
 
 // Get returns the current value.
 func (c *Cell) Get() int64 { return c.v }
@@ -55,18 +59,34 @@ func (r *Registry) New(initial int64) *Cell {
 	return c
 }
 
-// Committed makes every cell's current value its committed one.
-func (r *Registry) Committed() {
+// Seal keeps every cell's current value as that of the transaction now committing.
+func (r *Registry) Seal() {
 	for _, c := range r.cells {
-		c.committed = c.v
+		c.sealed = c.v
 	}
+	r.sealed = true
 }
 
-// Rollback returns every cell to its committed value.
+// Committed makes every cell's sealed value its committed one after a Seal, else its
+// current value.
+func (r *Registry) Committed() {
+	for _, c := range r.cells {
+		if r.sealed {
+			c.committed = c.sealed
+		} else {
+			c.committed = c.v
+		}
+	}
+	r.sealed = false
+}
+
+// Rollback returns every cell to its committed value (a sealed transaction's values
+// are dropped with it).
 func (r *Registry) Rollback() {
 	for _, c := range r.cells {
 		c.v = c.committed
 	}
+	r.sealed = false
 }
 
 type key struct{}

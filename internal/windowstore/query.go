@@ -94,6 +94,7 @@ type committed struct {
 func (c committed) Name() string                     { return c.store }
 func (c committed) Get(key []byte) ([]byte, error)   { return c.be.Get(c.store, key) }
 func (c committed) OnCommitEnd(func(committed bool)) {}
+func (c committed) OnSeal(func())                    {}
 func (c committed) Backend() kvstore.Backend         { return c.be }
 func (c committed) ObserveTime(int64)                {} // a read-only view: it puts nothing
 

@@ -67,8 +67,12 @@ type Bytes interface {
 	Put(key, value []byte)
 	Iterate(from, to []byte) (kvstore.BytesIterator, error)
 	// OnCommitEnd registers a function the engine calls when the open commit ends:
-	// committed (flushed) or discarded (the transaction aborted).
+	// committed (flushed) or discarded (the transaction aborted). After a seal
+	// (OnSeal), a flush ends the sealed commit only; a discard ends both.
 	OnCommitEnd(fn func(committed bool))
+	// OnSeal registers a function the engine calls when the open commit is sealed: it
+	// goes on committing while the next one's writes begin (kvstore.Set.Seal).
+	OnSeal(fn func())
 	// Backend is the backend under the buffer, which keeps the committed observed
 	// stream time (kvstore.Segmented).
 	Backend() kvstore.Backend
@@ -102,6 +106,7 @@ func NewWindowStore[K, V any](buf Bytes, topic string, keys serde.Serde[K], valu
 		o(&s.dups)
 	}
 	buf.OnCommitEnd(s.commitEnded)
+	buf.OnSeal(s.sealed)
 	return s
 }
 
@@ -135,6 +140,7 @@ func (d *duplicates) next() int32 {
 func NewSessionStore[K, V any](buf Bytes, topic string, keys serde.Serde[K], values serde.Serde[V], retention time.Duration) statestore.SessionStore[K, V] {
 	s := &sessionStore[K, V]{base: newBase(buf, topic, keys, values, retention)}
 	buf.OnCommitEnd(s.commitEnded)
+	buf.OnSeal(s.sealed)
 	return s
 }
 
@@ -145,7 +151,7 @@ type observer interface {
 
 func newBase[K, V any](buf Bytes, topic string, keys serde.Serde[K], values serde.Serde[V], retention time.Duration) base[K, V] {
 	obs, _ := buf.Backend().(observer)
-	return base[K, V]{buf: buf, topic: topic, keys: keys, values: values, retention: retention.Milliseconds(), seg: obs, pending: noTimestamp}
+	return base[K, V]{buf: buf, topic: topic, keys: keys, values: values, retention: retention.Milliseconds(), seg: obs, pending: noTimestamp, sealedPending: noTimestamp}
 }
 
 type base[K, V any] struct {
@@ -157,12 +163,28 @@ type base[K, V any] struct {
 	// seg keeps the committed observed stream time (with the data, so a store opened
 	// with data knows it without reading the data); pending is the largest time put
 	// since the last commit ended. The store's observed time is the larger: an aborted
-	// transaction drops pending with the writes that advanced it.
-	seg     observer
-	pending int64
+	// transaction drops pending with the writes that advanced it. While a sealed commit
+	// is under way (sealing), sealedPending is its part: the largest time it put.
+	seg                    observer
+	pending, sealedPending int64
+	sealing                bool
 }
 
-func (s *base[K, V]) commitEnded(bool) { s.pending = noTimestamp }
+func (s *base[K, V]) commitEnded(committed bool) {
+	switch {
+	case committed && s.sealing:
+		s.sealedPending = noTimestamp // in seg now; the open commit's stays pending
+	case committed:
+		s.pending = noTimestamp
+	default:
+		s.pending, s.sealedPending = noTimestamp, noTimestamp
+	}
+	s.sealing = false
+}
+
+func (s *base[K, V]) sealed() {
+	s.sealedPending, s.pending, s.sealing = s.pending, noTimestamp, true
+}
 
 func (s *base[K, V]) Name() string { return s.buf.Name() }
 
@@ -204,7 +226,7 @@ func (s *base[K, V]) observedTime() (int64, error) {
 	if err != nil {
 		return 0, s.fail("read observed stream time", err)
 	}
-	return max(obs, s.pending), nil
+	return max(obs, s.pending, s.sealedPending), nil
 }
 
 // ObservedTime returns the store's observed stream time (the largest window start or

@@ -314,3 +314,49 @@ func TestWindowStoreDuplicatesNullTimeOutlivesCommit(t *testing.T) {
 		t.Fatalf("reopened after a committed null at 200: %d windows, want 0", n)
 	}
 }
+
+// A sealed commit (kvstore.Set.Seal, the overlapped commit) keeps the observed stream
+// time its puts advanced while it commits, and so does the open one after it: the
+// sealed commit's flush ends only its own part, a discard ends both.
+func TestWindowStoreObservedTimeAcrossASeal(t *testing.T) {
+	be := kvstore.NewMemoryBackend()
+	set, buf := newSet(t, be, "w", windowstore.WindowSegments(50*time.Millisecond))
+	ws := windowstore.NewWindowStore(buf, "t", serde.String(), serde.String(), 10*time.Millisecond, 50*time.Millisecond)
+	observed := func(want int64, when string) {
+		t.Helper()
+		got, err := ws.(interface{ ObservedTime() (int64, error) }).ObservedTime()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("%s: observed time %d, want %d", when, got, want)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ws.Put("k", "10", ms(10)))
+	commit(t, set)
+	must(ws.Put("k", "40", ms(40)))
+	must(set.LogChanges(&recorder{}))
+	must(set.Seal())
+	observed(40, "sealed commit at 40 under way")
+	must(ws.Put("k", "70", ms(70)))
+	observed(70, "open commit at 70 over the sealed one")
+	must(set.Flush(nil)) // the sealed commit committed
+	observed(70, "after the sealed commit's flush, the open one's put at 70")
+	set.Discard() // the open commit aborted
+	observed(40, "after the open commit's discard")
+
+	must(ws.Put("k", "45", ms(45)))
+	must(set.Seal())
+	must(ws.Put("k", "90", ms(90)))
+	set.Discard() // the sealed commit aborted: both go
+	observed(40, "after a discard while sealed")
+	if got, want := collect(ws.FetchRange("k", ms(0), ms(100))), []string{"k@10-20=10", "k@40-50=40"}; !slices.Equal(got, want) {
+		t.Fatalf("after the discard: %q, want %q", got, want)
+	}
+}
