@@ -215,6 +215,16 @@ type Config struct {
 	// and a transaction per task per commit interval; see docs/architecture.md for when
 	// it may still be the right choice.
 	ProducerPerTask bool
+	// OverlapCommits lets a worker go on processing while its commit's round trips run
+	// (the producer's flush, AddOffsetsToTxn, TxnOffsetCommit, EndTxn): the next
+	// transaction's state changes fill a new write buffer over the committing one's, and
+	// its output records wait in memory until the commit has answered, then go out. If
+	// the commit fails, both transactions roll back and their input is processed again;
+	// nothing of the second is visible before the first committed. Exactly-once only,
+	// and not for a topology with sinks outside Kafka (package sink), where it is
+	// ignored. Off by default while it proves itself (docs/architecture.md,
+	// "Overlapped commits").
+	OverlapCommits bool
 	// StoreNoSync skips the fsync of each store flush. Off by default: a flush then
 	// costs 1.2-1.8 times less (BENCHMARKS.md), but after a machine crash (not a process
 	// crash) every store that was open is rebuilt from its whole changelog instead of

@@ -63,7 +63,7 @@ func (t *taskRunner) Send(topic string, partition int32, key, value []byte, head
 	if t.isolated(topic, partition) {
 		limit = 1 // one record per batch: a refusal names its record
 	}
-	return t.txn.producer.SendWithin(t.life, limit, origin, topic, partition, key, value, hs, ts)
+	return t.txn.sendOutput(t.life, limit, origin, topic, partition, key, value, hs, ts)
 }
 
 // outputLimit is the max.message.bytes of an output topic, 0 when eddy does not check

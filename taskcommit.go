@@ -58,8 +58,8 @@ func (t *taskRunner) writeOffsetsRecord(ctx context.Context) error {
 // their buffers with the changelogs' new checkpoints, the committed offsets advance, the
 // engine's time state is committed and the kept input let go.
 func (t *taskRunner) postCommit() error {
-	flushBegan, dirty := time.Now(), t.set.Dirty()
-	if dirty == 0 && len(t.logged) == 0 && !t.hasSourceStores() {
+	flushBegan, dirty := time.Now(), t.set.ToFlush()
+	if dirty == 0 && len(t.logged) == 0 && !t.hasSourceStores() && !t.set.Sealed() {
 		t.committedWork() // nothing to write: no store file transaction, no fsync
 		return nil
 	}
@@ -94,9 +94,22 @@ func (t *taskRunner) postCommit() error {
 	return nil
 }
 
-// committedWork moves the task past its unit of work, which committed.
+// seal keeps the task's part of the commit now under way apart from what it processes
+// next (an overlapped commit): its stores' dirty keys (sealed layer), its engine's time
+// state and where its input ends. The commit's post-commit, or a rollback, ends it.
+func (t *taskRunner) seal() error {
+	if err := t.set.Seal(); err != nil {
+		return fmt.Errorf("task %s: %w", t.id, err)
+	}
+	t.eng.Seal()
+	t.work.seal()
+	return nil
+}
+
+// committedWork moves the task past its unit of work, which committed (the sealed one,
+// while sealed).
 func (t *taskRunner) committedWork() {
-	for topic, off := range t.work.consumed {
+	for topic, off := range t.work.committedPositions() {
 		t.committed.advance(topic, off)
 	}
 	t.eng.Committed()

@@ -76,6 +76,7 @@ type taskSettings struct {
 	stateDir        string // <StateDir>/<ApplicationID>
 	exactlyOnce     bool
 	producerPerTask bool
+	overlapCommits  bool // Config.OverlapCommits, under exactly-once
 	commitInterval  time.Duration
 	commitRecords   int
 	maxTaskIdle     time.Duration
@@ -107,6 +108,7 @@ func (rt *runtime) taskSettings() taskSettings {
 		appID: cfg.ApplicationID, graph: rt.g, stateDir: rt.appDir,
 		exactlyOnce:     cfg.Guarantee == ExactlyOnce,
 		producerPerTask: cfg.ProducerPerTask,
+		overlapCommits:  cfg.OverlapCommits && cfg.Guarantee == ExactlyOnce,
 		commitInterval:  cfg.CommitInterval, commitRecords: cfg.CommitRecords,
 		maxTaskIdle: cfg.MaxTaskIdle,
 		txnTimeout:  cfg.TransactionTimeout, purgeInterval: cfg.RepartitionPurgeInterval,

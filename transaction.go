@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -40,6 +41,58 @@ type transaction struct {
 	// unknown outcome whether it committed.
 	nonce  uint64
 	commit commitFunc
+	// holding: a commit is under way on the worker's committer goroutine (an
+	// overlapped commit), and output records wait in held (heldBytes of keys and
+	// values) until it has answered; the worker goroutine alone uses these three.
+	holding   bool
+	held      []heldRecord
+	heldBytes int
+}
+
+// heldRecord is an output record of the transaction after the one committing, held
+// until that commit has answered (transaction.sendOutput).
+type heldRecord struct {
+	ctx        context.Context
+	limit      int
+	origin     *producer.Origin
+	topic      string
+	partition  int32
+	key, value []byte
+	headers    []sarama.RecordHeader
+	ts         time.Time
+}
+
+// sendOutput sends an output record of a task (producer.SendWithin), or holds it while
+// a commit is under way: it belongs to the next transaction, which begins once that
+// commit has answered (release).
+func (x *transaction) sendOutput(ctx context.Context, limit int, origin *producer.Origin, topic string, partition int32, key, value []byte, headers []sarama.RecordHeader, ts time.Time) error {
+	if x.holding {
+		x.held = append(x.held, heldRecord{ctx: ctx, limit: limit, origin: origin, topic: topic, partition: partition, key: key, value: value, headers: headers, ts: ts})
+		x.heldBytes += len(key) + len(value)
+		return nil
+	}
+	return x.producer.SendWithin(ctx, limit, origin, topic, partition, key, value, headers, ts)
+}
+
+// release sends the held records, in the order they were held, into a new transaction:
+// the commit they waited for has committed.
+func (x *transaction) release() error {
+	held := x.held
+	x.holding, x.held, x.heldBytes = false, nil, 0
+	defer clear(held)
+	for _, r := range held {
+		if err := x.producer.SendWithin(r.ctx, r.limit, r.origin, r.topic, r.partition, r.key, r.value, r.headers, r.ts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropHeld drops the held records: the transaction they belong to rolls back (its
+// input is processed again).
+func (x *transaction) dropHeld() {
+	clear(x.held)
+	x.holding, x.held, x.heldBytes = false, x.held[:0], 0
 }
 
 func newTransaction(cfg producer.Config, groupID string) *transaction {
@@ -173,8 +226,35 @@ func (x *transaction) close() {
 type work struct {
 	kept       []graph.RawRecord
 	consumed   map[string]int64 // per source topic: the offset after the last processed record
-	pending    int              // records processed since the last commit
+	pending    int              // records processed since the last commit (since the seal, while sealed)
 	lastCommit time.Time
+	// sealed: a commit is under way while the task processes on (an overlapped
+	// commit); sealedConsumed and sealedKept are where its input ended: its consumed
+	// positions and how many of the kept records are its.
+	sealed         bool
+	sealedConsumed map[string]int64
+	sealedKept     int
+}
+
+// seal marks where the input of the commit now under way ends; what is processed
+// from now on belongs to the next one.
+func (w *work) seal() {
+	if w.sealedConsumed == nil {
+		w.sealedConsumed = map[string]int64{}
+	}
+	clear(w.sealedConsumed)
+	maps.Copy(w.sealedConsumed, w.consumed)
+	w.sealedKept, w.sealed = len(w.kept), true
+	w.pending = 0
+}
+
+// committedPositions returns the consumed positions of the unit of work that
+// committed: the sealed one's while sealed.
+func (w *work) committedPositions() map[string]int64 {
+	if w.sealed {
+		return w.sealedConsumed
+	}
+	return w.consumed
 }
 
 // keptReuse is the capacity up to which a task always reuses its kept-records array
@@ -185,6 +265,7 @@ const keptReuse = 4096
 func (w *work) begin() {
 	w.consumed = map[string]int64{}
 	w.kept, w.pending = nil, 0
+	w.sealed, w.sealedKept = false, 0
 	w.lastCommit = time.Now()
 }
 
@@ -194,8 +275,16 @@ func (w *work) processed(rec graph.RawRecord) {
 	w.pending++
 }
 
-// done ends the unit of work after its commit (or after learning it committed).
+// done ends the unit of work after its commit (or after learning it committed). While
+// sealed, the sealed one ended: its kept input goes, the next one's stays.
 func (w *work) done() {
+	w.lastCommit = time.Now()
+	if w.sealed {
+		n := copy(w.kept, w.kept[w.sealedKept:])
+		clear(w.kept[n:])
+		w.kept, w.sealed, w.sealedKept = w.kept[:n], false, 0
+		return
+	}
 	if cap(w.kept) > keptReuse && len(w.kept) < cap(w.kept)/4 {
 		w.kept = nil // a burst's large array would otherwise stay with every task
 	} else {
@@ -203,7 +292,6 @@ func (w *work) done() {
 		w.kept = w.kept[:0]
 	}
 	w.pending = 0
-	w.lastCommit = time.Now()
 }
 
 // takeKept returns the kept input for a replay and starts the work afresh.
@@ -212,8 +300,9 @@ func (w *work) takeKept() []graph.RawRecord {
 	w.kept = make([]graph.RawRecord, 0, len(kept))
 	w.consumed = map[string]int64{}
 	w.pending = 0
+	w.sealed, w.sealedKept = false, 0
 	return kept
 }
 
 // drop forgets the open unit of work (its transaction was abandoned).
-func (w *work) drop() { w.kept, w.pending = nil, 0 }
+func (w *work) drop() { w.kept, w.pending, w.sealed, w.sealedKept = nil, 0, false, 0 }

@@ -59,6 +59,9 @@ type worker struct {
 	// dropped: the last run dropped uncommitted work (abandon), so its tasks' claims
 	// must start again at the committed offsets (groupcooperative.go).
 	dropped bool
+	// inflight is the commit under way on the committer goroutine while the worker
+	// processes on (Config.OverlapCommits, workeroverlap.go); nil: none.
+	inflight *inflightCommit
 }
 
 func newWorker(host taskHost, cfg taskSettings, idx int, txnID string) *worker {
@@ -183,6 +186,7 @@ func (w *worker) session(ctx context.Context) error {
 	}
 	p := w.prepareFresh(ctx, fresh)
 	defer p.stop() // before the transitions above: the goroutines touch the tasks
+	defer w.waitInflight()
 	w.tasks = kept
 	carried, err := prepareTasks(ctx, kept)
 	if err != nil {
@@ -292,7 +296,10 @@ func (w *worker) opContext() (context.Context, context.CancelFunc) {
 func (w *worker) suspend() error {
 	ctx, cancel := w.opContext()
 	defer cancel()
-	err := w.commit(ctx)
+	err := w.land(true) // a commit under way first (an overlapped commit)
+	if err == nil {
+		_, err = w.commit(ctx, false)
+	}
 	if err == nil {
 		// The post-commit of the sinks outside Kafka, bounded: what is left stays
 		// prepared, and the tasks' next start commits it.
@@ -314,6 +321,7 @@ func (w *worker) suspend() error {
 
 // abandon drops the open transaction and every task's uncommitted work.
 func (w *worker) abandon() {
+	w.waitInflight() // the producer is the committer's until its commit answered
 	w.dropped = true
 	for _, t := range w.tasks {
 		t.dropWork()

@@ -14,12 +14,17 @@ import (
 
 func (w *worker) commitWithRecovery(ctx context.Context) error {
 	for {
+		// A commit under way first (an overlapped commit): one commit at a time.
+		if err := w.landOrRecover(ctx); err != nil {
+			return err
+		}
 		opCtx, cancel := w.opContext()
-		err := w.commit(opCtx)
+		handedOff, err := w.commit(opCtx, w.canOverlap(ctx))
 		cancel()
 		if err == nil {
-			w.failingSince, w.attempts = time.Time{}, 0
-			w.retryDelay.Reset()
+			if !handedOff { // else once it has landed (land)
+				w.succeeded()
+			}
 			w.finishSinks(ctx)
 			return nil
 		}
@@ -27,6 +32,12 @@ func (w *worker) commitWithRecovery(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// succeeded records that a commit went through: the failures before it are over.
+func (w *worker) succeeded() {
+	w.failingSince, w.attempts = time.Time{}, 0
+	w.retryDelay.Reset()
 }
 
 // finishSinks commits the sink transactions of the committed Kafka transaction (the
@@ -74,37 +85,42 @@ func (w *worker) finishSinksOnce(ctx context.Context) error {
 // positions, advanced or not: the group generation they carry fences a zombie); under
 // at-least-once the producer flushes and the advanced offsets are marked. Post-commit:
 // only now do the stores write their buffers with the new changelog checkpoints, so a
-// store is never ahead of its changelog.
-func (w *worker) commit(ctx context.Context) error {
+// store is never ahead of its changelog. With overlap, the commit step and the
+// post-commit run later: the prepared commit is handed to the committer and the worker
+// goes on (handOff, handedOff true); land finishes it.
+func (w *worker) commit(ctx context.Context, overlap bool) (handedOff bool, err error) {
 	start := time.Now()
 	parts, err := w.flushCaches(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(parts) == 0 {
 		w.lastCommit = time.Now()
 		for _, t := range w.tasks {
 			t.work.lastCommit = w.lastCommit
 		}
-		return nil
+		return false, nil
 	}
 	began := time.Now()
 	offsets, fenced, err := w.prepareCommit(ctx, parts)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if overlap {
+		return true, w.handOff(start, began, parts, offsets, fenced)
 	}
 	ph, committed, err := w.commitTxn(ctx, start, offsets)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if fenced != nil {
 		fenced()
 	}
-	if err := w.afterCommit(parts, offsets, began, committed, ph); err != nil {
-		return err
+	if w.lastCommit, err = w.afterCommit(parts, offsets, began, committed, ph); err != nil {
+		return false, err
 	}
 	w.commitTook = w.lastCommit.Sub(start)
-	return nil
+	return false, nil
 }
 
 // flushCaches begins the prepare step: the sink transactions of the last commit finish,
@@ -194,25 +210,26 @@ func (w *worker) commitTxn(ctx context.Context, start time.Time, offsets map[str
 
 // afterCommit is the post-commit step, once the transaction committed: the sinks learn
 // of it, the stores write their buffers (postCommit), and the commit's times since
-// began and its phases (ph, the stores' since committed) are recorded and logged.
-func (w *worker) afterCommit(parts []*taskRunner, offsets map[string]map[int32]int64, began, committed time.Time, ph metrics.CommitPhases) error {
+// began and its phases (ph, the stores' since committed) are recorded and logged. It
+// returns when it ended.
+func (w *worker) afterCommit(parts []*taskRunner, offsets map[string]map[int32]int64, began, committed time.Time, ph metrics.CommitPhases) (time.Time, error) {
 	for _, t := range parts {
 		t.eng.Sinks().Committed()
 	}
 	if err := w.postCommit(); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	w.txn.nonce = 0
-	w.lastCommit = time.Now()
-	ph.Stores = w.lastCommit.Sub(committed)
+	ended := time.Now()
+	ph.Stores = ended.Sub(committed)
 	w.cfg.metrics.CommitPhases(ph)
 	for _, t := range parts {
-		t.metrics.Committed(w.lastCommit.Sub(began))
+		t.metrics.Committed(ended.Sub(began))
 		t.purge()
 	}
-	w.logger.Debug("committed", "tasks", len(parts), "offsets", offsets, "took", w.lastCommit.Sub(began),
+	w.logger.Debug("committed", "tasks", len(parts), "offsets", offsets, "took", ended.Sub(began),
 		"prepare", ph.Prepare, "flush", ph.Flush, "commit", ph.Commit, "stores", ph.Stores)
-	return nil
+	return ended, nil
 }
 
 // fenceOffset puts into offsets, which hold none, where one of the worker's partitions
@@ -246,7 +263,7 @@ func (w *worker) postCommit() error {
 	errs := make([]error, len(w.tasks))
 	var wg sync.WaitGroup
 	for i, t := range w.tasks {
-		if t.set.Dirty() == 0 && len(t.logged) == 0 {
+		if t.set.ToFlush() == 0 && len(t.logged) == 0 {
 			errs[i] = t.postCommit()
 			continue
 		}

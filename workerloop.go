@@ -25,7 +25,15 @@ func (w *worker) loop(ctx context.Context, p *preparing) error {
 		if err != nil {
 			return err
 		}
-		if (need || time.Since(w.lastCommit) >= w.commitGap()) && !w.host.commitHeld(w.sess, w.txn.openFor()) {
+		due := need || time.Since(w.lastCommit) >= w.commitGap()
+		if w.landDue(due) {
+			// The commit under way has answered, or the next one is due, or the
+			// held output is at its bound (an overlapped commit).
+			if err := w.landOrRecover(ctx); err != nil {
+				return err
+			}
+		}
+		if due && !w.host.commitHeld(w.sess, w.txn.openFor()) {
 			if err := w.commitWithRecovery(ctx); err != nil {
 				return err
 			}
@@ -49,6 +57,7 @@ func (w *worker) loop(ctx context.Context, p *preparing) error {
 			w.stoppedAt = time.Now()
 			return w.suspend()
 		case <-w.notify:
+		case <-w.inflightDone():
 		case now := <-tick.C:
 			if err := w.punctuate(ctx, now); err != nil {
 				return err

@@ -83,6 +83,11 @@ func (w *worker) joinReady(ctx context.Context, p *preparing) error {
 			}
 			return r.err
 		}
+		// A task joins between commits: the commit under way (an overlapped commit)
+		// lands first, so that every task it sealed is every task the worker runs.
+		if err := w.landOrRecover(ctx); err != nil {
+			return err
+		}
 		if err := w.start(r.t); err != nil {
 			return err
 		}

@@ -15,6 +15,13 @@ import (
 // at-least-once a producer error ends the session (errReconsume): the input since the
 // last commit is consumed again, and its output may repeat.
 func (w *worker) recover(ctx context.Context, cause error) error {
+	if w.inflight != nil {
+		// A commit under way (an overlapped commit) lands first; if it failed, its
+		// failure is the one to recover from, and it takes the next transaction with it.
+		if err := w.land(false); err != nil {
+			cause = err
+		}
+	}
 	if !recoverable(cause) {
 		if !w.cfg.exactlyOnce || !w.refuseOutputs(cause) {
 			return cause
@@ -145,7 +152,13 @@ func (w *worker) settle(ctx context.Context) error {
 	}
 	for _, t := range w.tasks {
 		if committed {
+			sealed := t.work.sealed
 			t.committedWork()
+			if sealed {
+				// The sealed commit committed, the one after it did not: back to the
+				// seal, and its input is processed again.
+				t.eng.Rollback()
+			}
 		} else {
 			t.eng.Rollback()
 		}

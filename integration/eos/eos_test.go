@@ -198,6 +198,10 @@ func TestShortMode(t *testing.T) {
 				// The long transactions rebalance cooperatively: a revoked task's
 				// release commits up to 5 s of its worker's work.
 				cfg.Cooperative = commit == 5*time.Second
+				// Overlapped commits (off by default in eddy) run in the embedded
+				// broker's 100 ms runs, and in every run with EOS_OVERLAP=1.
+				cfg.OverlapCommits = os.Getenv("EOS_OVERLAP") == "1" || (!static && commit == 100*time.Millisecond)
+				t.Logf("overlapped commits: %v", cfg.OverlapCommits)
 				res := run(t, ctx, cfg)
 				if !res.OK() {
 					t.Errorf("%s", res.Summary())

@@ -83,6 +83,9 @@ type Config struct {
 	// Cooperative makes the instances run cooperative rebalancing
 	// (eddy.Config.RebalanceProtocol): a rebalance stops only the tasks that move.
 	Cooperative bool
+	// OverlapCommits makes the instances go on processing while their commits commit
+	// (eddy.Config.OverlapCommits).
+	OverlapCommits bool
 	// Seed makes the run's keys, event times and fault schedule.
 	Seed uint64
 	// Clock gives the input records their event times and Windows are the windowed
@@ -440,7 +443,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 				SessionTimeout: cfg.SessionTimeout, TransactionTimeout: cfg.TransactionTimeout,
 				ReplicationFactor: cfg.ReplicationFactor, InternalTopicConfigs: cfg.InternalTopicConfigs,
 				Standbys: cfg.Standbys, Debug: cfg.DebugInstances, Postgres: h.instancePostgres(),
-				Cooperative: cfg.Cooperative,
+				Cooperative: cfg.Cooperative, OverlapCommits: cfg.OverlapCommits,
 			},
 			launcher: cfg.Launcher,
 			logDir:   filepath.Join(cfg.WorkDir, "logs"),

@@ -61,7 +61,9 @@ type InstanceConfig struct {
 	InstanceID string `json:"instance_id,omitempty"`
 	// Cooperative: eddy.Config.RebalanceProtocol is CooperativeRebalancing.
 	Cooperative bool `json:"cooperative,omitempty"`
-	Debug       bool `json:"debug,omitempty"`
+	// OverlapCommits is eddy.Config.OverlapCommits.
+	OverlapCommits bool `json:"overlap_commits,omitempty"`
+	Debug          bool `json:"debug,omitempty"`
 	// StallFile, when set, makes the instance stop itself (SIGSTOP) inside a commit
 	// while the file exists: the first time one of its producers sends AddOffsetsToTxn,
 	// it deletes the file and stops. The transaction's records (output, changelog,
@@ -141,6 +143,7 @@ func RunInstance(ctx context.Context, cfg InstanceConfig, w io.Writer) error {
 	if cfg.Cooperative {
 		ec.RebalanceProtocol = eddy.CooperativeRebalancing
 	}
+	ec.OverlapCommits = cfg.OverlapCommits
 	if cfg.AtLeastOnce {
 		ec.Guarantee = eddy.AtLeastOnce
 	}

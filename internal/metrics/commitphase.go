@@ -16,6 +16,14 @@ type CommitPhases struct {
 	Stores time.Duration
 }
 
+// OverlapRecords counts records processed while a commit was under way (an overlapped
+// commit), as it lands.
+func (m *Metrics) OverlapRecords(n int) {
+	if m != nil && n > 0 {
+		m.overlapRecords.Add(float64(n))
+	}
+}
+
 // CommitPhases records the steps of one worker commit (eddy_commit_phase_seconds): the
 // commit's time split where a worker processes nothing, which says what to overlap.
 func (m *Metrics) CommitPhases(p CommitPhases) {

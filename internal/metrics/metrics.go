@@ -25,6 +25,7 @@ type Metrics struct {
 	commits                                              *prometheus.CounterVec
 	commitLatency                                        *prometheus.HistogramVec
 	commitPhase                                          *prometheus.HistogramVec
+	overlapRecords                                       prometheus.Counter
 	aborts                                               *prometheus.CounterVec
 	fenced                                               *prometheus.CounterVec
 	restoreRemaining                                     *prometheus.GaugeVec
@@ -98,6 +99,9 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "eddy_commit_phase_seconds", Help: "Time of one step of a worker's commit (one transaction for all its tasks), by phase: prepare (record caches, changelog and offsets records, sink pre-commit), flush (waiting for every record in flight), commit (AddOffsetsToTxn, TxnOffsetCommit, EndTxn), stores (the stores' post-commit).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 		}, []string{"phase"}),
+		overlapRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eddy_commit_overlap_records_total", Help: "Records the workers processed while their last commit's transaction was still committing (Config.OverlapCommits), counted as each commit lands.",
+		}),
 		aborts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_aborted_transactions_total", Help: "Transactions rolled back and replayed after a producer error, per task.",
 		}, []string{"task"}),
@@ -150,7 +154,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 		}, []string{"task"}),
 	}
 	collectors := []prometheus.Collector{m.recreated, m.enforced, m.dropped, m.cacheHits, m.cacheMisses, m.cacheEvictions, m.cacheFlushes,
-		m.recordsProcessed, m.processLatency, m.commits, m.commitLatency, m.commitPhase, m.aborts, m.fenced,
+		m.recordsProcessed, m.processLatency, m.commits, m.commitLatency, m.commitPhase, m.overlapRecords, m.aborts, m.fenced,
 		m.restoreRemaining, m.restoreRate, m.restored, m.rebalances, m.flushKeys, m.flushLatency, m.badRecords,
 		&snapshotCollector{snapshot: snapshot},
 	}

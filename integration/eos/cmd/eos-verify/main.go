@@ -137,6 +137,7 @@ func run(args []string) int {
 	keepPG := fs.Bool("keep-postgres", false, "with -postgres-script: leave PostgreSQL running (and its data) at the end")
 	standbys := fs.Int("standbys", 0, "standby replicas per task (the instances' eddy.Config.NumStandbyReplicas)")
 	cooperative := fs.Bool("cooperative", false, "cooperative rebalancing (eddy.Config.RebalanceProtocol): a rebalance stops only the tasks that move")
+	overlap := fs.Bool("overlap", false, "overlapped commits (eddy.Config.OverlapCommits): the instances process on while their commits commit")
 	static := fs.Bool("static", false, "static membership: each instance keeps eddy.Config.InstanceID i<n> (group.instance.id) across its restarts, and its state dir; adds the replace fault (a stalled zombie replaced by an instance with its InstanceID) to the default fault kinds")
 	join := fs.Bool("join", true, "the driver also writes a right topic and the application joins it with the input (a stream–stream join), checked by the verifier")
 	if err := fs.Parse(args); err != nil {
@@ -160,7 +161,7 @@ func run(args []string) int {
 		Instances: *instances, CommitInterval: *commit, AtLeastOnce: *alo, SessionTimeout: *session, TransactionTimeout: *txnTimeout,
 		Faults: p.faults, FaultGap: p.gap, Span: *span, Seed: *seed, CatchUpTimeout: *catchUp,
 		DebugInstances: *verbose, Logger: logger, Finals: *finals, RetentionChange: *retentionChange, Standbys: *standbys,
-		Static: *static, Cooperative: *cooperative,
+		Static: *static, Cooperative: *cooperative, OverlapCommits: *overlap,
 	}
 	if *join {
 		cfg.Join = eos.JoinFor(cfg.Records, cfg.Keys)
