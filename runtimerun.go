@@ -39,7 +39,8 @@ func (rt *runtime) run(parent context.Context) error {
 		return fmt.Errorf("eddy: consumer group: %w", err)
 	}
 	errsDone := rt.watchGroupErrors(group)
-	rt.logger.Info("starting", "guarantee", rt.cfg.Guarantee.String(), "topics", rt.topics, "state_dir", rt.appDir, "group_instance_id", rt.cfg.InstanceID)
+	rt.logger.Info("starting", "guarantee", rt.cfg.Guarantee.String(), "topics", rt.topics, "state_dir", rt.appDir, "group_instance_id", rt.cfg.InstanceID,
+		"overlap_commits", rt.cfg.OverlapCommits && rt.cfg.Guarantee == ExactlyOnce)
 	rt.consume(ctx, group)
 	rt.stopping.Store(true)
 	if rt.cfg.InstanceID != "" {

@@ -177,6 +177,7 @@ func eddyConfig(spec *childSpec, reg metrics.Registry, logs *logStats, onRestore
 		// The rows named *-pertask run the producer-per-task model beside the default
 		// producer per worker.
 		ProducerPerTask:    spec.Tune.PerTask,
+		OverlapCommits:     spec.Tune.Overlap,
 		Workers:            spec.Tune.Workers,
 		StoreWriteInterval: spec.Tune.StoreWrite,
 		Logger:             slog.New(&logHandler{s: logs, next: slog.NewTextHandler(os.Stderr, nil)}),

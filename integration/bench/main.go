@@ -5,7 +5,7 @@
 // them as Markdown for BENCHMARKS.md and as JSON).
 //
 // Rows (select with -rows; groups: throughput, dsl, kstreams, kstreams-defaults,
-// kstreams-diag, restore, memory, cost, latency, latency-wc, postgres, postgres-diag, scale,
+// kstreams-diag, overlap, restore, memory, cost, latency, latency-wc, postgres, postgres-diag, scale,
 // all; a row may be in two groups):
 //
 //	pipe-raw          plain sarama consumer group → idempotent async producer copy, no
@@ -43,6 +43,8 @@
 //	                  defaults), built from integration/bench/kstreams with Maven (Java
 //	                  17+ and mvn on PATH) into the work directory; JVM threads stand in
 //	                  for goroutines
+//	wc-eos-100ms-overlap[-p64], wc-dsl-eos-100ms-overlap  (group overlap) the rows
+//	                  without -overlap with Config.OverlapCommits on, beside them
 //	wc-eos-100ms-p64  wc-eos-100ms on input of 64 partitions (128 tasks); a row named
 //	                  *-p<N> runs on N partitions instead of -partitions
 //	ks-wc-eos-100ms[-p64]  the same word count in Kafka Streams 4.1.1 (WordCountDemo's
@@ -240,6 +242,7 @@ type tuning struct {
 	KreadFetch    int32         `json:",omitempty"` // changelog-kread: bytes per fetch (default 32 MiB, the restorer's)
 	CommitRecords int           `json:",omitempty"` // eddy Config.CommitRecords
 	PerTask       bool          `json:",omitempty"` // eddy Config.ProducerPerTask (rows named *-pertask)
+	Overlap       bool          `json:",omitempty"` // eddy Config.OverlapCommits (rows named *-overlap*)
 	Workers       int           `json:",omitempty"` // eddy Config.Workers (rows named *-w<N>)
 	StoreWrite    time.Duration `json:",omitempty"` // eddy Config.StoreWriteInterval
 }
@@ -251,6 +254,9 @@ func (t tuning) String() string {
 	}
 	if t.PerTask {
 		parts = append(parts, "producer-per-task")
+	}
+	if t.Overlap {
+		parts = append(parts, "overlap-commits")
 	}
 	if t.Workers > 0 {
 		parts = append(parts, fmt.Sprintf("workers=%d", t.Workers))
@@ -312,7 +318,7 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	var brokers, rows, profileRows string
 	fs.StringVar(&brokers, "brokers", "", "bootstrap `host:port[,host:port...]` of the Kafka cluster (required)")
-	fs.StringVar(&rows, "rows", "all", "comma-separated rows or groups to run: all, throughput, dsl, kstreams, kstreams-defaults, restore, memory, cost, latency, latency-wc, or row names (see the package doc)")
+	fs.StringVar(&rows, "rows", "all", "comma-separated rows or groups to run: all, throughput, dsl, kstreams, kstreams-defaults, overlap, restore, memory, cost, latency, latency-wc, or row names (see the package doc)")
 	fs.IntVar(&o.records, "records", 1_000_000, "input records of the pipe and passthrough rows")
 	fs.IntVar(&o.valueSize, "value-size", 100, "value size in bytes of input, changelog and latency records")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of input, output and changelog topics")

@@ -83,6 +83,9 @@ func rowTable() []*rowDef {
 		{name: "wc-eos-100ms-pertask", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with a producer per task (Config.ProducerPerTask) instead of per worker", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-100ms-w4", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with 4 workers (Config.Workers) instead of GOMAXPROCS", run: eddyRow("wordcount", true, ms100)},
 		{name: "wc-eos-100ms-w8", group: "throughput", unit: "words", ceiling: "wc-eos-100ms", desc: "the same with 8 workers (Config.Workers) instead of GOMAXPROCS", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-eos-100ms-overlap", group: "overlap", unit: "words", ceiling: "wc-eos-100ms", desc: "wc-eos-100ms with overlapped commits (Config.OverlapCommits): the worker processes on while its commit commits", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-eos-100ms-overlap-p64", group: "overlap", unit: "words", ceiling: "wc-eos-100ms-p64", desc: "wc-eos-100ms-p64 with overlapped commits (Config.OverlapCommits)", run: eddyRow("wordcount", true, ms100)},
+		{name: "wc-dsl-eos-100ms-overlap", group: "overlap", unit: "words", ceiling: "wc-dsl-eos-100ms", desc: "wc-dsl-eos-100ms (record caching on) with overlapped commits (Config.OverlapCommits)", run: eddyRow("wordcount-dsl", true, ms100)},
 		{name: "wc-eos-100ms-p64", group: "kstreams", unit: "words", twin: "ks-wc-eos-100ms-p64", desc: "eddy word count, exactly-once, commit 100 ms, on input of 64 partitions (128 tasks)", run: eddyRow("wordcount", true, ms100)},
 		{name: "ks-wc-eos-100ms", group: "kstreams", unit: "words", desc: "the same word count in Kafka Streams 4.1.1 (WordCountDemo's topology: flatMapValues, groupBy, count; exactly_once_v2, commit 100 ms, one stream thread, record caching off, JVM defaults)", run: eddyRow("wordcount", true, ms100)},
 		{name: "ks-wc-eos-100ms-p64", group: "kstreams", unit: "words", desc: "the same in Kafka Streams on input of 64 partitions (128 tasks)", run: eddyRow("wordcount", true, ms100)},
@@ -281,6 +284,7 @@ func eddyRow(topo string, eos bool, interval time.Duration) func(context.Context
 			SampleCost: r.twin != "" || kind == "kstreams",
 		}
 		spec.Tune.PerTask = strings.HasSuffix(r.name, "-pertask")
+		spec.Tune.Overlap = strings.Contains(r.name, "-overlap")
 		spec.Tune.Workers = nameSuffixInt(r.name, "-w")
 		spec.Threads = nameSuffixInt(r.name, "-t") // Kafka Streams' stream threads (0: 1)
 		if topo == "wordcount-dsl-nocache" {

@@ -41,9 +41,10 @@ type child struct {
 // startChild re-executes this command as a child of the given kind.
 func (e *env) startChild(kind, name string, spec childSpec) (*child, error) {
 	spec.Brokers = e.o.brokers
-	perTask, workers := spec.Tune.PerTask, spec.Tune.Workers // a row's own choices
+	perTask, overlap, workers := spec.Tune.PerTask, spec.Tune.Overlap, spec.Tune.Workers // a row's own choices
 	spec.Tune = e.o.tune
 	spec.Tune.PerTask = spec.Tune.PerTask || perTask
+	spec.Tune.Overlap = spec.Tune.Overlap || overlap
 	if workers > 0 {
 		spec.Tune.Workers = workers
 	}
