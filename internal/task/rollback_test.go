@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/task"
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
@@ -44,10 +45,9 @@ func (p *ticking) Process(rec processor.Record[string, string]) error {
 
 func (p *ticking) Close() error { return nil }
 
-// Rollback returns stream time, the wall-clock time and the punctuation schedule to the
-// last commit, so a replay of an aborted transaction's input fires the same punctuations
-// as the first pass and sees the same stream time.
-func TestRollbackReplaysTimeAndPunctuations(t *testing.T) {
+// tickingTask runs a ticking processor from topic input to output; step processes one
+// record of it at offset off (its timestamp, off seconds).
+func tickingTask(t *testing.T) (*task.Task, *collector, func(off int64, value string)) {
 	b := topology.NewBuilder()
 	topology.AddSource(b, "in", serde.String(), serde.String(), "input")
 	p := &ticking{}
@@ -59,12 +59,19 @@ func TestRollbackReplaysTimeAndPunctuations(t *testing.T) {
 	}
 	c := &collector{parts: 1}
 	tk := newTask(t, topo, c, nil)
-	step := func(off int64, value string) {
+	return tk, c, func(off int64, value string) {
 		t.Helper()
 		if err := tk.Process(raw("input", off, "k", value)); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Rollback returns stream time, the wall-clock time and the punctuation schedule to the
+// last commit, so a replay of an aborted transaction's input fires the same punctuations
+// as the first pass and sees the same stream time.
+func TestRollbackReplaysTimeAndPunctuations(t *testing.T) {
+	tk, c, step := tickingTask(t)
 	step(1, "a") // fires stream 1; schedules the wall-clock punctuator
 	tk.Committed()
 	committedSent := len(c.sent)
@@ -103,23 +110,7 @@ func TestRollbackReplaysTimeAndPunctuations(t *testing.T) {
 // with: a rollback of the open transaction after it replays from the seal, and a
 // rollback while sealed from the last commit before it.
 func TestRollbackAcrossASeal(t *testing.T) {
-	b := topology.NewBuilder()
-	topology.AddSource(b, "in", serde.String(), serde.String(), "input")
-	p := &ticking{}
-	topology.AddProcessor(b, "tick", func() processor.Processor[string, string, string, string] { return p }, "in")
-	topology.AddSink(b, "out", "output", serde.String(), serde.String(), "tick")
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{parts: 1}
-	tk := newTask(t, topo, c, nil)
-	step := func(off int64, value string) {
-		t.Helper()
-		if err := tk.Process(raw("input", off, "k", value)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tk, c, step := tickingTask(t)
 	stream := func(want int64, when string) {
 		t.Helper()
 		if got := tk.StreamTime().Unix(); got != want {
