@@ -41,15 +41,18 @@ func TestOverlappedCommits(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
-				testOverlappedCommits(t, c, tc.inject)
+			forEachProducerModel(t, func(t *testing.T, perTask bool) {
+				kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+					testOverlappedCommits(t, c, perTask, tc.inject)
+				})
 			})
 		})
 	}
 }
 
-func testOverlappedCommits(t *testing.T, c *kafkatest.Cluster, inject func(*eddy.App, func() error)) {
+func testOverlappedCommits(t *testing.T, c *kafkatest.Cluster, perTask bool, inject func(*eddy.App, func() error)) {
 	e := newWordCount(t, c, 4)
+	e.perTask = perTask
 	reg := prometheus.NewRegistry()
 	cfg := e.config(t)
 	cfg.OverlapCommits = true
