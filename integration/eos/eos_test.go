@@ -538,6 +538,16 @@ func TestVerifierFindsDoctoredOutput(t *testing.T) {
 			eos.RestoreCheck{Instance: "i0#2", Checkpoint: 40, Event: eos.RestoreEvent{Task: "0_1", Store: eos.StoreSum, From: 0, To: 50, Wiped: true}})
 		expectReport(t, o, want{mismatched: 1})
 	})
+	t.Run("restore after SIGKILL past a standby's reading", func(t *testing.T) {
+		o := clone(clean)
+		o.Restores = append(o.Restores,
+			// The restarted process held the task as a (warm-up) standby first, which
+			// read on past the checkpoint: not a problem.
+			eos.RestoreCheck{Instance: "i0#2", Checkpoint: 40, Standby: true, Event: eos.RestoreEvent{Task: "0_0", Store: eos.StoreSum, From: 45, To: 50}},
+			// Without a standby, a restore that starts past the checkpoint is.
+			eos.RestoreCheck{Instance: "i0#2", Checkpoint: 40, Event: eos.RestoreEvent{Task: "0_1", Store: eos.StoreSum, From: 45, To: 50}})
+		expectReport(t, o, want{mismatched: 1})
+	})
 	t.Run("restore after SIGKILL from a trimmed window changelog", func(t *testing.T) {
 		o := clone(clean)
 		o.Restores = append(o.Restores,

@@ -601,7 +601,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 				}
 				first[k] = true
 				if cp, ok := p.afterKill[k]; ok {
-					o.Restores = append(o.Restores, RestoreCheck{Instance: p.name, Checkpoint: cp, Event: ev})
+					o.Restores = append(o.Restores, RestoreCheck{Instance: p.name, Checkpoint: cp, Event: ev, Standby: p.heldStandby(ev.Task)})
 					checked++
 				}
 			}

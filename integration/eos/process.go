@@ -71,6 +71,9 @@ type process struct {
 	// generations are the group generations of the assignments it logged
 	// (assignmentLine), in order.
 	generations []int32
+	// standbys are the tasks it was assigned as standby replicas (warm-up replicas
+	// too: eddy assigns those as standbys), by the assignments it logged.
+	standbys map[string]bool
 	// sinkFault is the step at which it logged SinkFaultMsg (it killed itself there).
 	sinkFault string
 	tail      [][]byte // last log lines
@@ -127,9 +130,16 @@ func (p *process) Write(b []byte) (int, error) {
 		if bytes.Contains(line, assignmentLine) {
 			var l struct {
 				Generation int32 `json:"generation"`
+				Standby    []struct{ Subtopology, Partition int }
 			}
 			if json.Unmarshal(line, &l) == nil {
 				p.generations = append(p.generations, l.Generation)
+				for _, s := range l.Standby {
+					if p.standbys == nil {
+						p.standbys = map[string]bool{}
+					}
+					p.standbys[fmt.Sprintf("%d_%d", s.Subtopology, s.Partition)] = true
+				}
 			}
 		}
 		if bytes.Contains(line, sinkFaultLine) {
@@ -158,6 +168,13 @@ func (p *process) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
+}
+
+// heldStandby reports whether the process was assigned task as a standby replica.
+func (p *process) heldStandby(task string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.standbys[task]
 }
 
 func (p *process) restoreEvents() []RestoreEvent {
