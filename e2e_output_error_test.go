@@ -13,6 +13,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/kafkatest"
+	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/topology"
 )
@@ -362,5 +363,61 @@ func TestSmallRecordsFillBatchesWithinTheTopicsLimit(t *testing.T) {
 		if len(got) != n {
 			t.Fatalf("%d output records, want %d", len(got), n)
 		}
+	})
+}
+
+// TestOutputRefusalSeenBeforeTheNextSend: the broker's refusal of the record too large
+// for its topic (compression on, so eddy does not check before sending) arrives before
+// the next record is sent, here because the processor takes 300 ms over the next
+// record; that send then fails (the transaction is in its abortable error state) in
+// the replay itself, not at the commit. The replay's failure must go to
+// Config.OnOutputError as the commit's does. It did not: the application stopped with
+// the refusal under SkipBadRecord (CI, 2026-12-04: TestOutputErrorPolicies/kafka/skip
+// refused by the broker, where a loaded machine was the slow processor). Kills the
+// mutant "a replay's refusal not handed to the policy" (the application stops).
+func TestOutputRefusalSeenBeforeTheNextSend(t *testing.T) {
+	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
+		ctx := ctxT(t)
+		// Random bytes: compression does not bring them under the limit.
+		r := rand.New(rand.NewPCG(5, 6))
+		raw := make([]byte, 5000)
+		for i := range raw {
+			raw[i] = byte(r.Uint32())
+		}
+		e := newOutputLimitEnv(t, c, string(raw))
+		b := topology.NewBuilder()
+		topology.AddSource(b, "in", serde.String(), serde.String(), e.in)
+		topology.AddProcessor(b, "slow", processor.Map(func(rec processor.Record[string, string]) (processor.Record[string, string], error) {
+			if rec.Key == "c" {
+				time.Sleep(300 * time.Millisecond) // the refusal of "big" arrives meanwhile
+			}
+			return rec, nil
+		}), "in")
+		topology.AddSink(b, "out", e.out, serde.String(), serde.String(), "slow")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := newLogCapture()
+		cfg := eddy.Config{ApplicationID: c.Unique("pol"), Brokers: c.Addrs(), StateDir: t.TempDir(), Logger: slog.New(logs),
+			OnOutputError: eddy.SkipBadRecord, CommitInterval: 5 * time.Second,
+			Sarama: func(sc *sarama.Config) { sc.Producer.Compression = sarama.CompressionGZIP }}
+		inst := start(t, topo, cfg)
+		var out []*sarama.ConsumerMessage
+		waitFor(t, time.Minute, "the small records in the output", func() (bool, error) {
+			if err, done := inst.exited(); done {
+				return false, fmt.Errorf("Run returned %v", err)
+			}
+			var err error
+			out, err = c.ReadCommitted(ctx, e.out)
+			return len(out) >= 2, err
+		})
+		if err := inst.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != 2 || string(out[0].Key) != "a" || string(out[1].Key) != "c" {
+			t.Fatalf("output: %d records, want a and c", len(out))
+		}
+		t.Logf("%d rollbacks", len(logs.grep("rolling back")))
 	})
 }

@@ -11,7 +11,9 @@ import (
 // (settling the transaction), re-reads the committed offsets and restores the stores'
 // tails. Either way the store buffers are discarded and the input every task kept since
 // the last commit is processed again, with backoff between attempts. Other errors are
-// returned: fenced (the tasks moved) or fatal (the application stops). Under
+// returned: fenced (the tasks moved) or fatal (the application stops), except an output
+// record the broker refused for good, which a replay hands to Config.OnOutputError
+// (forOutputPolicy), whether the first try or a replay met the refusal. Under
 // at-least-once a producer error ends the session (errReconsume): the input since the
 // last commit is consumed again, and its output may repeat.
 func (w *worker) recover(ctx context.Context, cause error) error {
@@ -22,17 +24,16 @@ func (w *worker) recover(ctx context.Context, cause error) error {
 			cause = err
 		}
 	}
-	if !recoverable(cause) {
-		if !w.cfg.exactlyOnce || !w.refuseOutputs(cause) {
+	if !w.cfg.exactlyOnce {
+		if !recoverable(cause) {
 			return cause
 		}
-		// An output record the broker refused, for Config.OnOutputError in the replay.
-		cause = &taskError{task: w.tasks[0].id, op: "an output record refused by the broker; replaying to apply Config.OnOutputError", rec: abortTxn, err: cause}
-	}
-	if !w.cfg.exactlyOnce {
 		w.abandon()
 		w.host.requestRejoin(w.sess)
 		return fmt.Errorf("%w: %w", errReconsume, cause)
+	}
+	if cause = w.forOutputPolicy(cause); !recoverable(cause) {
+		return cause
 	}
 	if w.failingSince.IsZero() {
 		w.failingSince = time.Now()
@@ -71,7 +72,20 @@ func (w *worker) recover(ctx context.Context, cause error) error {
 		if cause = w.replay(); cause == nil {
 			return nil
 		}
+		// The replay can fail as the first try did: a refusal that arrives before the
+		// next record is sent fails that send, in the replay itself.
+		cause = w.forOutputPolicy(cause)
 	}
+}
+
+// forOutputPolicy returns cause as an abortable failure when it is an output record
+// the broker refused for good and the replay can hand it to Config.OnOutputError
+// (refuseOutputs); otherwise cause as it is.
+func (w *worker) forOutputPolicy(cause error) error {
+	if recoverable(cause) || !w.refuseOutputs(cause) {
+		return cause
+	}
+	return &taskError{task: w.tasks[0].id, op: "an output record refused by the broker; replaying to apply Config.OnOutputError", rec: abortTxn, err: cause}
 }
 
 // name is how errors name the worker: by its task when it runs one alone.
