@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/kafkatest"
@@ -420,4 +422,90 @@ func TestOutputRefusalSeenBeforeTheNextSend(t *testing.T) {
 		}
 		t.Logf("%d rollbacks", len(logs.grep("rolling back")))
 	})
+}
+
+// TestOutputPartitionBatchesAgainAfterTheRefusal: the partition whose batch the broker
+// refused goes out one record per batch only until the refused record is found and its
+// transaction commits; then its records are batched again. They were not: one record
+// too large under compression left the task's partition at one record per batch, each
+// waiting for the one before it to be answered, for as long as the task stayed on the
+// instance. The embedded broker counts the records of each batch that reaches the
+// output topic. Kills the mutant "isolation kept after the commit" (every batch holds
+// one record).
+func TestOutputPartitionBatchesAgainAfterTheRefusal(t *testing.T) {
+	b := kafkatest.Start(t)
+	c := kafkatest.Connect(t, "embedded", b.Addrs())
+	ctx := ctxT(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	raw := make([]byte, 5000)
+	for i := range raw {
+		raw[i] = byte(r.Uint32())
+	}
+	e := newOutputLimitEnv(t, c, string(raw))
+	var mu sync.Mutex
+	counting := false
+	var batches []int32 // records per batch to the output topic, once counting
+	k := b.Kfake()
+	k.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		if !counting {
+			return nil, nil, false
+		}
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+			if tp.Topic != e.out {
+				continue
+			}
+			for _, p := range tp.Partitions {
+				var rb kmsg.RecordBatch
+				if err := rb.ReadFrom(p.Records); err == nil {
+					batches = append(batches, rb.NumRecords)
+				}
+			}
+		}
+		return nil, nil, false // the broker answers it as usual
+	})
+	cfg := eddy.Config{ApplicationID: c.Unique("pol"), Brokers: c.Addrs(), StateDir: t.TempDir(), Logger: testLogger(t),
+		OnOutputError: eddy.SkipBadRecord, CommitInterval: 200 * time.Millisecond,
+		Sarama: func(sc *sarama.Config) { sc.Producer.Compression = sarama.CompressionGZIP }}
+	inst := start(t, passTopology(t, e.in, e.out), cfg)
+	waitFor(t, time.Minute, "the small records around the refused one", func() (bool, error) {
+		if err, done := inst.exited(); done {
+			return false, fmt.Errorf("Run returned %v", err)
+		}
+		out, err := c.ReadCommitted(ctx, e.out)
+		return len(out) >= 2, err
+	})
+	mu.Lock()
+	counting = true
+	mu.Unlock()
+	const more = 300
+	msgs := make([]*sarama.ProducerMessage, more)
+	for i := range msgs {
+		msgs[i] = &sarama.ProducerMessage{Key: sarama.StringEncoder(fmt.Sprint("k", i)), Value: sarama.StringEncoder("small")}
+	}
+	if err := c.ProduceToPartition(ctx, e.in, 0, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the records after the refused one", func() (bool, error) {
+		if err, done := inst.exited(); done {
+			return false, fmt.Errorf("Run returned %v", err)
+		}
+		out, err := c.ReadCommitted(ctx, e.out)
+		return len(out) >= 2+more, err
+	})
+	if err := inst.stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	largest := int32(0)
+	for _, n := range batches {
+		largest = max(largest, n)
+	}
+	t.Logf("%d records after the refusal went out in %d batches, the largest of %d", more, len(batches), largest)
+	if largest < 2 {
+		t.Fatalf("%d records went out in %d batches of one: the partition stayed isolated after the refused record's transaction committed", more, len(batches))
+	}
 }

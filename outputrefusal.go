@@ -109,3 +109,18 @@ func (w *worker) taskOf(md processor.RecordMetadata) *taskRunner {
 	}
 	return nil
 }
+
+// forgetCommittedRefusals forgets, after a commit, the refusals whose input records the
+// commit carried (their replays are over: the policy handled them in it), and their
+// partitions go out in batches again. Kept isolated, every record to such a partition
+// waited for the one before it to be answered, for as long as the task stayed. A
+// partition whose refusal named no record (its batches, not a record, too large for
+// the topic: compression on, so no batch limit) stays isolated, as it must.
+func (t *taskRunner) forgetCommittedRefusals() {
+	for key := range t.refused {
+		if key.input.Offset < t.committed.of(key.input.Topic) {
+			delete(t.refused, key)
+			delete(t.isolate, outputPartition{key.topic, key.partition})
+		}
+	}
+}

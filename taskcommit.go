@@ -112,6 +112,7 @@ func (t *taskRunner) committedWork() {
 	for topic, off := range t.work.committedPositions() {
 		t.committed.advance(topic, off)
 	}
+	t.forgetCommittedRefusals()
 	t.eng.Committed()
 	if late := t.eng.LateRecords(); late > t.lateReported {
 		t.metrics.Dropped("late", late-t.lateReported)
