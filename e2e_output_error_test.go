@@ -74,13 +74,7 @@ func TestOutputTooLargeFailsNamingTheRecord(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
 		for _, compressed := range []bool{false, true} {
 			t.Run(map[bool]string{false: "checked before sending", true: "refused by the broker"}[compressed], func(t *testing.T) {
-				// Random bytes: compression does not bring them under the limit.
-				r := rand.New(rand.NewPCG(1, 2))
-				big := make([]byte, 5000)
-				for i := range big {
-					big[i] = byte(r.Uint32())
-				}
-				e := newOutputLimitEnv(t, c, string(big))
+				e := newOutputLimitEnv(t, c, incompressible(1, 2, 5000))
 				logs := newLogCapture()
 				// A commit interval of 5 s keeps the small record and the big one in one
 				// transaction: a worker commits when its interval is due, between any two
@@ -146,13 +140,7 @@ func TestOutputTooLargeFailsNamingTheRecord(t *testing.T) {
 func TestOutputErrorPolicies(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
 		ctx := ctxT(t)
-		// Random bytes: compression does not bring them under the limit.
-		r := rand.New(rand.NewPCG(3, 4))
-		raw := make([]byte, 5000)
-		for i := range raw {
-			raw[i] = byte(r.Uint32())
-		}
-		big := string(raw)
+		big := incompressible(3, 4, 5000)
 		for _, compressed := range []bool{false, true} {
 			for _, policy := range []eddy.BadRecordPolicy{eddy.SkipBadRecord, eddy.DeadLetterBadRecord} {
 				name := map[eddy.BadRecordPolicy]string{eddy.SkipBadRecord: "skip", eddy.DeadLetterBadRecord: "dead-letter"}[policy]
@@ -165,15 +153,7 @@ func TestOutputErrorPolicies(t *testing.T) {
 						cfg.Sarama = func(sc *sarama.Config) { sc.Producer.Compression = sarama.CompressionGZIP }
 					}
 					inst := start(t, passTopology(t, e.in, e.out), cfg)
-					var out []*sarama.ConsumerMessage
-					waitFor(t, time.Minute, "the small records in the output", func() (bool, error) {
-						if err, done := inst.exited(); done {
-							return false, fmt.Errorf("Run returned %v", err)
-						}
-						var err error
-						out, err = c.ReadCommitted(ctx, e.out)
-						return len(out) >= 2, err
-					})
+					out := e.waitOutput(t, inst, 2, "the small records in the output")
 					var dead []*sarama.ConsumerMessage
 					if policy == eddy.DeadLetterBadRecord {
 						waitFor(t, time.Minute, "the dead letter", func() (bool, error) {
@@ -210,6 +190,33 @@ func TestOutputErrorPolicies(t *testing.T) {
 			}
 		}
 	})
+}
+
+// incompressible returns n random bytes, seeded: compression does not bring them under
+// the output topic's limit.
+func incompressible(seed1, seed2 uint64, n int) string {
+	r := rand.New(rand.NewPCG(seed1, seed2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return string(b)
+}
+
+// waitOutput waits up to a minute, while Run runs, for at least n committed records in
+// the output topic, and returns them.
+func (e *outputLimitEnv) waitOutput(t *testing.T, inst *instance, n int, what string) []*sarama.ConsumerMessage {
+	t.Helper()
+	var out []*sarama.ConsumerMessage
+	waitFor(t, time.Minute, what, func() (bool, error) {
+		if err, done := inst.exited(); done {
+			return false, fmt.Errorf("Run returned %v", err)
+		}
+		var err error
+		out, err = e.c.ReadCommitted(ctxT(t), e.out)
+		return len(out) >= n, err
+	})
+	return out
 }
 
 // waitExit waits up to timeout for Run to return on its own.
@@ -379,14 +386,7 @@ func TestSmallRecordsFillBatchesWithinTheTopicsLimit(t *testing.T) {
 // mutant "a replay's refusal not handed to the policy" (the application stops).
 func TestOutputRefusalSeenBeforeTheNextSend(t *testing.T) {
 	kafkatest.ForEachCluster(t, func(t *testing.T, c *kafkatest.Cluster) {
-		ctx := ctxT(t)
-		// Random bytes: compression does not bring them under the limit.
-		r := rand.New(rand.NewPCG(5, 6))
-		raw := make([]byte, 5000)
-		for i := range raw {
-			raw[i] = byte(r.Uint32())
-		}
-		e := newOutputLimitEnv(t, c, string(raw))
+		e := newOutputLimitEnv(t, c, incompressible(5, 6, 5000))
 		b := topology.NewBuilder()
 		topology.AddSource(b, "in", serde.String(), serde.String(), e.in)
 		topology.AddProcessor(b, "slow", processor.Map(func(rec processor.Record[string, string]) (processor.Record[string, string], error) {
@@ -405,15 +405,7 @@ func TestOutputRefusalSeenBeforeTheNextSend(t *testing.T) {
 			OnOutputError: eddy.SkipBadRecord, CommitInterval: 5 * time.Second,
 			Sarama: func(sc *sarama.Config) { sc.Producer.Compression = sarama.CompressionGZIP }}
 		inst := start(t, topo, cfg)
-		var out []*sarama.ConsumerMessage
-		waitFor(t, time.Minute, "the small records in the output", func() (bool, error) {
-			if err, done := inst.exited(); done {
-				return false, fmt.Errorf("Run returned %v", err)
-			}
-			var err error
-			out, err = c.ReadCommitted(ctx, e.out)
-			return len(out) >= 2, err
-		})
+		out := e.waitOutput(t, inst, 2, "the small records in the output")
 		if err := inst.stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -436,12 +428,7 @@ func TestOutputPartitionBatchesAgainAfterTheRefusal(t *testing.T) {
 	b := kafkatest.Start(t)
 	c := kafkatest.Connect(t, "embedded", b.Addrs())
 	ctx := ctxT(t)
-	r := rand.New(rand.NewPCG(7, 8))
-	raw := make([]byte, 5000)
-	for i := range raw {
-		raw[i] = byte(r.Uint32())
-	}
-	e := newOutputLimitEnv(t, c, string(raw))
+	e := newOutputLimitEnv(t, c, incompressible(7, 8, 5000))
 	var mu sync.Mutex
 	counting := false
 	var batches []int32 // records per batch to the output topic, once counting
@@ -470,13 +457,7 @@ func TestOutputPartitionBatchesAgainAfterTheRefusal(t *testing.T) {
 		OnOutputError: eddy.SkipBadRecord, CommitInterval: 200 * time.Millisecond,
 		Sarama: func(sc *sarama.Config) { sc.Producer.Compression = sarama.CompressionGZIP }}
 	inst := start(t, passTopology(t, e.in, e.out), cfg)
-	waitFor(t, time.Minute, "the small records around the refused one", func() (bool, error) {
-		if err, done := inst.exited(); done {
-			return false, fmt.Errorf("Run returned %v", err)
-		}
-		out, err := c.ReadCommitted(ctx, e.out)
-		return len(out) >= 2, err
-	})
+	e.waitOutput(t, inst, 2, "the small records around the refused one")
 	mu.Lock()
 	counting = true
 	mu.Unlock()
@@ -488,13 +469,7 @@ func TestOutputPartitionBatchesAgainAfterTheRefusal(t *testing.T) {
 	if err := c.ProduceToPartition(ctx, e.in, 0, msgs...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the records after the refused one", func() (bool, error) {
-		if err, done := inst.exited(); done {
-			return false, fmt.Errorf("Run returned %v", err)
-		}
-		out, err := c.ReadCommitted(ctx, e.out)
-		return len(out) >= 2+more, err
-	})
+	e.waitOutput(t, inst, 2+more, "the records after the refused one")
 	if err := inst.stop(); err != nil {
 		t.Fatal(err)
 	}
