@@ -86,3 +86,56 @@ func (g *commitGate) leave() {
 		g.idle.Broadcast()
 	}
 }
+
+// beforeJoin shuts the commit gate at the start of a join within a live cooperative
+// session.
+func (rt *runtime) beforeJoin() {
+	if c := rt.liveCrew(); c != nil {
+		rt.gate.shutFor(c.sess.GenerationID())
+	}
+	if rt.app.joinSeam != nil {
+		rt.app.joinSeam()
+	}
+}
+
+// commitHeld reports whether the worker should not commit now: under cooperative
+// rebalancing a join is under way (commitGate) and its transaction, open for open, is
+// far enough from TransactionTimeout to wait for the join to end.
+func (rt *runtime) commitHeld(sess sarama.ConsumerGroupSession, open time.Duration) bool {
+	if rt.gate == nil || sess == nil || open >= rt.cfg.TransactionTimeout/2 {
+		return false
+	}
+	return rt.gate.held(sess)
+}
+
+// enterCommit waits, under cooperative rebalancing, until a commit in sess may carry
+// its generation (commitGate), while its transaction, open for open, stays within three
+// quarters of TransactionTimeout (past it the commit goes ahead: if the join has not
+// ended, the coordinator refuses it and the worker is fenced, where waiting longer
+// would have the broker abort the transaction); it returns the generation the commit
+// carries (commitGeneration) and the function that ends the commit.
+func (rt *runtime) enterCommit(ctx context.Context, sess sarama.ConsumerGroupSession, open time.Duration) (generation int32, leave func()) {
+	if rt.gate == nil || sess == nil {
+		return sessionGeneration(sess), func() {}
+	}
+	leave = rt.gate.enter(ctx, sess, max(rt.cfg.TransactionTimeout*3/4-open, 0))
+	return rt.commitGeneration(sess), leave
+}
+
+// commitGeneration is the generation a commit in sess carries: the session's, except
+// in a cooperative session, where it is the generation of the last assignment taken
+// while the session was live (crew.commitGen).
+func (rt *runtime) commitGeneration(sess sarama.ConsumerGroupSession) int32 {
+	if c := rt.liveCrew(); c != nil && c.sess == sess {
+		return c.commitGen.Load()
+	}
+	return sessionGeneration(sess)
+}
+
+// sessionGeneration is sess's generation (-1: no session).
+func sessionGeneration(sess sarama.ConsumerGroupSession) int32 {
+	if sess == nil {
+		return -1
+	}
+	return sess.GenerationID()
+}
