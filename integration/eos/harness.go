@@ -984,12 +984,22 @@ func (h *harness) waitCaughtUp(ctx context.Context) error {
 	lastData := map[int32]int64{} // repartition: offset after the last data record read
 	readTo := map[int32]int64{}
 	lastLog := time.Time{}
+	lastStatus := "no progress read yet"
 	for {
 		h.reviveCrashed()
 		h.removeDeadMembers()
-		done, status, err := h.progress(ctx, client, rep, lastData, readTo)
+		// A check that does not answer must not outlast the deadline: the group
+		// coordinator answered UNSTABLE_OFFSET_COMMIT for ten minutes in two long runs
+		// (with Config.OverlapCommits, after a broker kill -9), and the committed-offsets
+		// read, which waits that out, held the harness for as long.
+		pctx, cancel := context.WithTimeout(ctx, progressCheckTimeout)
+		done, status, err := h.progress(pctx, client, rep, lastData, readTo)
+		cancel()
 		if err != nil {
 			h.logger.Warn("eos: progress", "error", err)
+			status = fmt.Sprintf("%s (the last check failed: %v)", lastStatus, err)
+		} else {
+			lastStatus = status
 		}
 		if done {
 			h.logger.Info("eos: caught up", "at", h.elapsed(), "status", status)
@@ -1011,6 +1021,9 @@ func (h *harness) waitCaughtUp(ctx context.Context) error {
 		}
 	}
 }
+
+// progressCheckTimeout bounds one check of the application's progress.
+const progressCheckTimeout = 30 * time.Second
 
 func (h *harness) progress(ctx context.Context, client sarama.Client, rep string, lastData, readTo map[int32]int64) (bool, string, error) {
 	inputs := []string{h.names.Input}
