@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -55,6 +56,9 @@ type App struct {
 	// joinSeam, if set, runs at the start of every join of the member, after the
 	// commit gate shut (runtime.beforeJoin); eddy's fault-injection tests set it.
 	joinSeam func()
+	// unstableAfter, if set, replaces how long group sessions may end on unstable
+	// offsets before the runtime reports it (runtime.unstableAfter); tests set it.
+	unstableAfter time.Duration
 }
 
 // Sentinel errors.

@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"context"
+	"time"
 
 	"github.com/eddy-streams/eddy/processor"
 	"github.com/eddy-streams/eddy/txproducer"
@@ -94,3 +95,7 @@ func EndCooperativeSession(a *App) bool {
 // ConsoleNodeIDs lists the graph node IDs the console draws for the application's
 // topology ("node:NAME", "store:NAME", "topic:NAME").
 func ConsoleNodeIDs(a *App) []string { return consoleNodeIDs(a.g, a.cfg.ApplicationID) }
+
+// SetUnstableAfter sets how long group sessions may end on unstable offsets before the
+// runtime reports it as an error (runtime.unstableAfter).
+func SetUnstableAfter(a *App, d time.Duration) { a.unstableAfter = d }

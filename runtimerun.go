@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -101,6 +102,7 @@ func (rt *runtime) watchGroupErrors(group sarama.ConsumerGroup) <-chan struct{} 
 func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
 	h := &groupHandler{rt: rt}
 	var rejoin backoff.Backoff
+	var unstable unstableOffsets
 	for ctx.Err() == nil {
 		sessCtx, cancel := context.WithCancel(ctx)
 		rt.mu.Lock()
@@ -111,6 +113,7 @@ func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
 		if ctx.Err() != nil {
 			return
 		}
+		unstableFor, reportUnstable := unstable.observe(err, time.Now(), rt.unstableAfter())
 		if err == nil {
 			rejoin.Reset()
 			continue
@@ -132,6 +135,10 @@ func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
 			return
 		}
 		delay := rejoin.Next()
+		if reportUnstable {
+			rt.logger.Error("the group coordinator has answered UNSTABLE_OFFSET_COMMIT for longer than any transaction stays open: it holds an offset commit of a transaction that ended, and no member of the group can start; nothing is processed until it clears. Restart the broker that coordinates the group (seen with Kafka 4.1.1 after a broker crash); eddy keeps rejoining",
+				"group", rt.cfg.ApplicationID, "for", unstableFor.Round(time.Second), "transaction_timeout", rt.cfg.TransactionTimeout, "error", kafkaerr.Explain(err))
+		}
 		rt.logger.Warn("consumer group session ended; rejoining", "error", kafkaerr.Explain(err), "backoff", delay)
 		_ = backoff.Sleep(ctx, delay)
 	}
