@@ -1,7 +1,6 @@
 package eddy_test
 
 import (
-	"context"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -88,10 +87,7 @@ func TestUnstableOffsetsPastTheTransactionTimeoutAreAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	eddy.SetUnstableAfter(app, time.Millisecond)
-	runCtx, cancel := context.WithCancel(context.Background())
-	inst := &instance{app: app, cancel: cancel, done: make(chan error, 1)}
-	go func() { inst.done <- app.Run(runCtx) }()
-	t.Cleanup(func() { _ = inst.stop() })
+	inst := run(t, app)
 
 	waitFor(t, time.Minute, "the error about unstable offsets", func() (bool, error) {
 		return len(logs.grep("ERROR", "UNSTABLE_OFFSET_COMMIT", "Restart the broker", "group="+appID)) > 0, nil
