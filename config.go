@@ -216,20 +216,14 @@ type Config struct {
 	// it may still be the right choice.
 	ProducerPerTask bool
 	// OverlapCommits lets a worker go on processing while its commit's round trips run
-	// (the producer's flush, AddOffsetsToTxn, TxnOffsetCommit, EndTxn): the next
-	// transaction's state changes fill a new write buffer over the committing one's, and
-	// its output records wait in memory until the commit has answered, then go out. If
-	// the commit fails, both transactions roll back and their input is processed again;
-	// nothing of the second is visible before the first committed. Exactly-once only,
-	// and not for a topology with sinks outside Kafka (package sink), where it is
-	// ignored. Off by default: with the broker on the same two cores it gained 2-12%
-	// throughput for 45-50% more peak RSS (up to 16 MiB of held output per worker);
-	// it pays where commit round trips, not CPU, bound a worker (a remote broker).
-	// Experimental: in two of three long runs of the exactly-once harness with it on
-	// (none of the runs without it), the group stalled after a broker kill -9, its
-	// coordinator answering UNSTABLE_OFFSET_COMMIT with no transaction open until the
-	// broker restarted; exactly-once held, but the cause is not yet known.
-	// See docs/architecture.md and BENCHMARKS.md, "Overlapped commits".
+	// (flush, AddOffsetsToTxn, TxnOffsetCommit, EndTxn): the next transaction's state
+	// changes fill a write buffer over the committing one's and its output waits in
+	// memory until the commit answers; a failed commit rolls both back and replays their
+	// input. Exactly-once only; ignored with sinks outside Kafka (package sink). Off by
+	// default and experimental: here it gained 2-12% throughput for 45-50% more peak RSS,
+	// and two of its four long harness runs stalled after a broker kill -9
+	// (UNSTABLE_OFFSET_COMMIT until the broker restarted; cause not yet known). See
+	// docs/architecture.md, "Overlapped commits", and BENCHMARKS.md.
 	OverlapCommits bool
 	// StoreNoSync skips the fsync of each store flush. Off by default: a flush then
 	// costs 1.2-1.8 times less (BENCHMARKS.md), but after a machine crash (not a process
