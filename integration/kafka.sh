@@ -43,6 +43,7 @@
 #   EDDY_KAFKA_SECURE_PORT      SASL_SSL port      (default: broker port + 2)
 #   EDDY_KAFKA_EXPIRED_PORT     EXPIRED (SSL) port (default: broker port + 3)
 #   EDDY_KAFKA_BROKERS          1 (default) or 3: a three-node cluster (below)
+#   EDDY_KAFKA_DEBUG_LOGGERS    comma-separated broker loggers to log at DEBUG
 #
 # Three nodes (EDDY_KAFKA_BROKERS=3): each node is a combined broker+controller
 # (node.id 1-3, a static quorum of three voters), so it can run beside the single
@@ -370,6 +371,15 @@ logger.request.level = WARN
 logger.zk.name = org.apache.zookeeper
 logger.zk.level = WARN
 EOF
+	# EDDY_KAFKA_DEBUG_LOGGERS: comma-separated logger names to log at DEBUG, for
+	# chasing a broker-side problem (e.g. org.apache.kafka.coordinator.group).
+	local i=0 logger
+	local -a loggers
+	IFS=, read -ra loggers <<<"${EDDY_KAFKA_DEBUG_LOGGERS:-}"
+	for logger in "${loggers[@]}"; do
+		i=$((i + 1))
+		printf 'logger.debug%d.name = %s\nlogger.debug%d.level = DEBUG\n' "$i" "$logger" "$i" >>"$CONFIG_DIR/log4j2.properties"
+	done
 }
 
 # secure_password NAME prints the password of NAME (admin, eddy-app, keystore),
