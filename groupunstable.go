@@ -15,9 +15,12 @@ import (
 // transaction explains it: Kafka 4.1.1 answered so for two input partitions for more
 // than ten minutes after a broker kill -9, with every transactional ID of the group's
 // producers Empty and no open transaction in the group's __consumer_offsets partition,
-// until the broker was restarted (two long runs of the exactly-once harness with
-// Config.OverlapCommits, 2026-12-04). The application processes nothing meanwhile, and
-// only the rejoins said so, as warnings; now an error says what is wrong and what to do.
+// until the broker was restarted (two long runs of the exactly-once harness,
+// 2026-12-04). The cause is a race in Kafka's group coordinator when it reloads that
+// partition (docs/kafka-notes.md, "The group coordinator after a restart";
+// integration/eos/cmd/unstable-wedge reproduces it without eddy). The application
+// processes nothing meanwhile, and only the rejoins said so, as warnings; now an error
+// says what is wrong and what to do.
 
 // unstableSlack is how long past Config.TransactionTimeout an open transaction can keep
 // offsets unstable: the transaction coordinator looks for timed-out transactions every

@@ -136,7 +136,7 @@ func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
 		}
 		delay := rejoin.Next()
 		if reportUnstable {
-			rt.logger.Error("the group coordinator has answered UNSTABLE_OFFSET_COMMIT for longer than any transaction stays open: it holds an offset commit of a transaction that ended, and no member of the group can start; nothing is processed until it clears. Restart the broker that coordinates the group (seen with Kafka 4.1.1 after a broker crash); eddy keeps rejoining",
+			rt.logger.Error("the group coordinator has answered UNSTABLE_OFFSET_COMMIT for longer than any transaction stays open: it holds, in memory only, an offset commit of a transaction that ended (a race in Kafka's group coordinator when it reloads the group's __consumer_offsets partition, seen with Kafka 4.1.1 after a broker restart; docs/kafka-notes.md), so a member assigned those partitions cannot start and nothing is processed. Restart the broker that coordinates the group, which reloads it; eddy keeps rejoining",
 				"group", rt.cfg.ApplicationID, "for", unstableFor.Round(time.Second), "transaction_timeout", rt.cfg.TransactionTimeout, "error", kafkaerr.Explain(err))
 		}
 		rt.logger.Warn("consumer group session ended; rejoining", "error", kafkaerr.Explain(err), "backoff", delay)
