@@ -220,9 +220,9 @@ type Config struct {
 	// changes fill a write buffer over the committing one's and its output waits in
 	// memory until the commit answers; a failed commit rolls both back and replays their
 	// input. Exactly-once only; ignored with sinks outside Kafka (package sink). Off by
-	// default and experimental: here it gained 2-12% throughput for 45-50% more peak RSS,
-	// and two of its four long harness runs stalled after a broker kill -9
-	// (UNSTABLE_OFFSET_COMMIT until the broker restarted; cause not yet known). See
+	// default: here it gained 2-12% throughput for 45-50% more peak RSS. (Two of its long
+	// harness runs stalled after a broker kill -9; the cause is a Kafka group-coordinator
+	// race that stalls any exactly-once consumer, docs/kafka-notes.md.) See
 	// docs/architecture.md, "Overlapped commits", and BENCHMARKS.md.
 	OverlapCommits bool
 	// StoreNoSync skips the fsync of each store flush. Off by default: a flush then
