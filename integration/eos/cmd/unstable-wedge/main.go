@@ -19,7 +19,10 @@
 // __consumer_offsets log, then kills the broker with integration/kafka.sh kill9,
 // restarts it, and watches: an owner whose stable reads have answered
 // UNSTABLE_OFFSET_COMMIT for longer than -wedge-after is wedged. It then restarts the
-// broker once more and reports whether that cleared it.
+// broker once more and reports whether that cleared it. With -clear it first tries to
+// clear the wedge from the client: for each wedged owner's transactional ID, a
+// transaction that adds the group's offsets and aborts (an end marker from that
+// producer ID makes the coordinator drop its pending offsets).
 //
 //	EDDY_KAFKA_HOME=/tmp/eddy-kafka-wedge EDDY_KAFKA_PORT=39092 EDDY_KAFKA_CONTROLLER_PORT=39093 \
 //	  go run ./integration/eos/cmd/unstable-wedge -kafka-script integration/kafka.sh -restarts 10
@@ -40,6 +43,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/eddy-streams/eddy/integration/eos"
+	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/kafkatest"
 )
 
@@ -84,7 +88,7 @@ func run() int {
 	defer wg.Wait()
 	defer cancel()
 	logf("topic %s, group %s, %d owners; committing for %v before the first kill", topic, group, *partitions, *warmup)
-	if err := sleep(ctx, *warmup); err != nil {
+	if err := backoff.Sleep(ctx, *warmup); err != nil {
 		return 2
 	}
 	for r := 1; r <= *restarts; r++ {
@@ -107,7 +111,7 @@ func run() int {
 				}
 				return confirm(ctx, b, owners, *wedgeAfter)
 			}
-			if err := sleep(ctx, time.Second); err != nil {
+			if err := backoff.Sleep(ctx, time.Second); err != nil {
 				return 2
 			}
 		}
@@ -131,7 +135,7 @@ func confirm(ctx context.Context, b eos.ScriptBroker, owners []*owner, wedgeAfte
 			logf("after one more restart every partition commits again: the wedge was in the coordinator's memory only")
 			return 1
 		}
-		if err := sleep(ctx, time.Second); err != nil {
+		if err := backoff.Sleep(ctx, time.Second); err != nil {
 			return 2
 		}
 	}
@@ -168,7 +172,7 @@ func clearWedges(ctx context.Context, addr string, owners []*owner, wait time.Du
 			logf("CLEARED from the client, without a restart")
 			return
 		}
-		if err := sleep(ctx, time.Second); err != nil {
+		if err := backoff.Sleep(ctx, time.Second); err != nil {
 			return
 		}
 	}
@@ -220,7 +224,7 @@ type owner struct {
 func (o *owner) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := o.session(ctx); err != nil && ctx.Err() == nil {
-			_ = sleep(ctx, 500*time.Millisecond)
+			_ = backoff.Sleep(ctx, 500*time.Millisecond)
 		}
 	}
 }
@@ -265,7 +269,7 @@ func (o *owner) session(ctx context.Context) error {
 		o.mu.Lock()
 		o.commits++
 		o.mu.Unlock()
-		if err := sleep(ctx, o.interval); err != nil {
+		if err := backoff.Sleep(ctx, o.interval); err != nil {
 			return err
 		}
 	}
@@ -302,7 +306,7 @@ func (o *owner) stableOffset(ctx context.Context, client sarama.Client) (int64, 
 				o.unstableSince = time.Now()
 			}
 			o.mu.Unlock()
-			if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			if err := backoff.Sleep(ctx, 500*time.Millisecond); err != nil {
 				return 0, err
 			}
 			continue
@@ -344,17 +348,6 @@ func committed(owners []*owner) int {
 		o.mu.Unlock()
 	}
 	return n
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func logf(format string, args ...any) {
