@@ -1,10 +1,14 @@
 package eddy
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/eddy-streams/eddy/internal/kafkaerr"
 )
 
 // A read_committed member asks for its committed offsets with RequireStable (KIP-447):
@@ -20,7 +24,8 @@ import (
 // partition (docs/kafka-notes.md, "The group coordinator after a restart";
 // integration/eos/cmd/unstable-wedge reproduces it without eddy). The application
 // processes nothing meanwhile, and only the rejoins said so, as warnings; now an error
-// says what is wrong and what to do.
+// says what is wrong and what to do, and the runtime clears what it can
+// (clearPendingOffsets).
 
 // unstableSlack is how long past Config.TransactionTimeout an open transaction can keep
 // offsets unstable: the transaction coordinator looks for timed-out transactions every
@@ -64,4 +69,74 @@ func (rt *runtime) unstableAfter() time.Duration {
 		return rt.app.unstableAfter
 	}
 	return rt.cfg.TransactionTimeout + unstableSlack
+}
+
+// clearPendingOffsets asks the group coordinator to drop the pending offset commits of
+// this instance's producers: for each worker's transactional ID it runs a transaction
+// that adds the group's offsets and aborts (InitProducerId, AddOffsetsToTxn, EndTxn),
+// so the transaction coordinator writes an ABORT marker for that producer ID to the
+// group's __consumer_offsets partition, and the group coordinator drops whatever it
+// held pending for the producer ID. The pending commit Kafka's race leaves behind is
+// keyed by the producer ID of the partition's last owner (docs/kafka-notes.md, "The
+// group coordinator after a restart"): on Kafka 4.1.1 such a transaction of the wedged
+// owner's transactional ID cleared a wedge in a second (integration/eos/cmd/
+// unstable-wedge -clear). It only helps when the last owner was a worker of this
+// instance, and it clears nothing a producer may still want: the runtime calls it
+// between sessions, when a session's commit at suspend has ended every transaction,
+// and each worker's producer is closed first (the InitProducerId fences it; the next
+// session makes a new one). Nothing to do under at-least-once or with ProducerPerTask
+// (whose transactional IDs are the tasks').
+func (rt *runtime) clearPendingOffsets(ctx context.Context) {
+	if !rt.settings.exactlyOnce || rt.cfg.ProducerPerTask {
+		return
+	}
+	var cleared []string
+	for _, w := range rt.workers {
+		w.waitInflight()
+		w.txn.drop()
+		if err := abortWithGroupOffsets(ctx, rt.client, w.txn.id, rt.cfg.ApplicationID, rt.cfg.TransactionTimeout); err != nil {
+			rt.logger.Warn("could not abort a transaction that adds the group's offsets, to clear a pending offset commit", "transactional_id", w.txn.id, "error", kafkaerr.Explain(err))
+			continue
+		}
+		cleared = append(cleared, w.txn.id)
+	}
+	if len(cleared) > 0 {
+		rt.logger.Warn("aborted a transaction that adds the group's offsets for each worker's transactional ID: the group coordinator drops the pending offset commits of their producer IDs, which clears the unstable offsets if one of them holds it",
+			"group", rt.cfg.ApplicationID, "transactional_ids", cleared)
+	}
+}
+
+// abortWithGroupOffsets runs one transaction of txnID that adds group's offsets and
+// aborts, with the raw requests (sarama's transaction manager sends AddOffsetsToTxn
+// only at commit).
+func abortWithGroupOffsets(ctx context.Context, client sarama.Client, txnID, group string, timeout time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	coordinator, err := client.TransactionCoordinator(txnID)
+	if err != nil {
+		return fmt.Errorf("finding the transaction coordinator: %w", err)
+	}
+	ip, err := coordinator.InitProducerID(&sarama.InitProducerIDRequest{TransactionalID: &txnID, TransactionTimeout: timeout})
+	if err == nil && ip.Err != sarama.ErrNoError {
+		err = ip.Err
+	}
+	if err != nil {
+		return fmt.Errorf("InitProducerId: %w", err)
+	}
+	ao, err := coordinator.AddOffsetsToTxn(&sarama.AddOffsetsToTxnRequest{TransactionalID: txnID, ProducerID: ip.ProducerID, ProducerEpoch: ip.ProducerEpoch, GroupID: group})
+	if err == nil && ao.Err != sarama.ErrNoError {
+		err = ao.Err
+	}
+	if err != nil {
+		return fmt.Errorf("AddOffsetsToTxn: %w", err)
+	}
+	et, err := coordinator.EndTxn(&sarama.EndTxnRequest{TransactionalID: txnID, ProducerID: ip.ProducerID, ProducerEpoch: ip.ProducerEpoch, TransactionResult: false})
+	if err == nil && et.Err != sarama.ErrNoError {
+		err = et.Err
+	}
+	if err != nil {
+		return fmt.Errorf("EndTxn (abort): %w", err)
+	}
+	return nil
 }

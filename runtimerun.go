@@ -136,8 +136,9 @@ func (rt *runtime) consume(ctx context.Context, group sarama.ConsumerGroup) {
 		}
 		delay := rejoin.Next()
 		if reportUnstable {
-			rt.logger.Error("the group coordinator has answered UNSTABLE_OFFSET_COMMIT for longer than any transaction stays open: it holds, in memory only, an offset commit of a transaction that ended (a race in Kafka's group coordinator when it reloads the group's __consumer_offsets partition, seen with Kafka 4.1.1 after a broker restart; docs/kafka-notes.md), so a member assigned those partitions cannot start and nothing is processed. Restart the broker that coordinates the group, which reloads it; eddy keeps rejoining",
+			rt.logger.Error("the group coordinator has answered UNSTABLE_OFFSET_COMMIT for longer than any transaction stays open: it holds, in memory only, an offset commit of a transaction that ended (a race in Kafka's group coordinator when it reloads the group's __consumer_offsets partition, seen with Kafka 4.1.1 after a broker restart; docs/kafka-notes.md), so a member assigned those partitions cannot start and nothing is processed. eddy aborts a transaction of each of its workers' transactional IDs that adds the group's offsets, which clears it when one of their producers holds it (logged next). Restart the broker that coordinates the group if it lasts, which reloads it; eddy keeps rejoining",
 				"group", rt.cfg.ApplicationID, "for", unstableFor.Round(time.Second), "transaction_timeout", rt.cfg.TransactionTimeout, "error", kafkaerr.Explain(err))
+			rt.clearPendingOffsets(ctx)
 		}
 		rt.logger.Warn("consumer group session ended; rejoining", "error", kafkaerr.Explain(err), "backoff", delay)
 		_ = backoff.Sleep(ctx, delay)
