@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/eddy-streams/eddy/internal/backoff"
 	"github.com/eddy-streams/eddy/internal/kafkaerr"
 )
 
@@ -108,11 +109,33 @@ func (rt *runtime) clearPendingOffsets(ctx context.Context) {
 
 // abortWithGroupOffsets runs one transaction of txnID that adds group's offsets and
 // aborts, with the raw requests (sarama's transaction manager sends AddOffsetsToTxn
-// only at commit).
+// only at commit). The transaction coordinator answers CONCURRENT_TRANSACTIONS while
+// the ID's last transaction is still writing its markers (right after a commit: seen
+// on Kafka 4.1.1 in TestAbortWithGroupOffsets), and a coordinator error while it moves;
+// those are retried for up to abortRetryFor.
 func abortWithGroupOffsets(ctx context.Context, client sarama.Client, txnID, group string, timeout time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	deadline := time.Now().Add(abortRetryFor)
+	for {
+		err := abortWithGroupOffsetsOnce(client, txnID, group, timeout)
+		if err == nil || !abortRetriable(err) || time.Now().After(deadline) {
+			return err
+		}
+		_ = client.RefreshTransactionCoordinator(txnID)
+		if serr := backoff.Sleep(ctx, 100*time.Millisecond); serr != nil {
+			return fmt.Errorf("%w (last answer: %w)", serr, err)
+		}
 	}
+}
+
+// abortRetryFor bounds the retries of abortWithGroupOffsets.
+const abortRetryFor = 10 * time.Second
+
+func abortRetriable(err error) bool {
+	return errors.Is(err, sarama.ErrConcurrentTransactions) || errors.Is(err, sarama.ErrNotCoordinatorForConsumer) ||
+		errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) || errors.Is(err, sarama.ErrOffsetsLoadInProgress)
+}
+
+func abortWithGroupOffsetsOnce(client sarama.Client, txnID, group string, timeout time.Duration) error {
 	coordinator, err := client.TransactionCoordinator(txnID)
 	if err != nil {
 		return fmt.Errorf("finding the transaction coordinator: %w", err)
