@@ -174,6 +174,27 @@ func ListOffsetAt(ctx context.Context, client sarama.Client, topic string, parti
 // order, and the offset to fetch next (markers and aborted batches advance it too). An
 // error wrapping sarama.ErrOffsetOutOfRange means next is below the log start.
 func Fetch(client sarama.Client, topic string, partition int32, next, end int64, maxBytes int32) ([]Record, int64, error) {
+	for {
+		block, err := FetchBlock(client, topic, partition, next, maxBytes, sarama.ReadCommitted)
+		if err != nil {
+			return nil, next, err
+		}
+		recs, newNext := parseBlock(block, next, end)
+		if newNext == next && block.Partial && maxBytes < 256<<20 {
+			// The first batch is larger than maxBytes (a broker may return it cut):
+			// ask for more.
+			maxBytes *= 2
+			continue
+		}
+		return recs, newNext, nil
+	}
+}
+
+// FetchBlock sends one Fetch for partition at next with the given isolation to the
+// partition's leader, retrying what a leader change or a lost connection fails (up to
+// ten times, with backoff), and returns the partition's block of the response. An
+// error wrapping sarama.ErrOffsetOutOfRange means next is below the log start.
+func FetchBlock(client sarama.Client, topic string, partition int32, next int64, maxBytes int32, isolation sarama.IsolationLevel) (*sarama.FetchResponseBlock, error) {
 	var lastErr error
 	b := backoff.Backoff{Max: time.Second}
 	for attempt := 0; attempt < 10; attempt++ {
@@ -191,7 +212,7 @@ func Fetch(client sarama.Client, topic string, partition int32, next, end int64,
 			MaxWaitTime:  250,
 			MinBytes:     1,
 			MaxBytes:     maxBytes,
-			Isolation:    sarama.ReadCommitted,
+			Isolation:    isolation,
 			SessionID:    0,
 			SessionEpoch: -1,
 		}
@@ -209,23 +230,14 @@ func Fetch(client sarama.Client, topic string, partition int32, next, end int64,
 		}
 		switch {
 		case errors.Is(block.Err, sarama.ErrNoError):
+			return block, nil
 		case errors.Is(block.Err, sarama.ErrOffsetOutOfRange):
-			return nil, next, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, block.Err)
+			return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, block.Err)
 		default:
 			lastErr = block.Err
-			continue
 		}
-		recs, newNext := parseBlock(block, next, end)
-		if newNext == next && block.Partial && maxBytes < 256<<20 {
-			// The first batch is larger than maxBytes (a broker may return it cut):
-			// ask for more.
-			maxBytes *= 2
-			attempt--
-			continue
-		}
-		return recs, newNext, nil
 	}
-	return nil, next, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, lastErr)
+	return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, lastErr)
 }
 
 // ReadRange calls fn for every committed record in [from, end), in offset order.
