@@ -202,6 +202,13 @@ func (c *Cluster) ProduceToPartition(ctx context.Context, topic string, partitio
 	return produce(ctx, c.endpoint(), topic, partition, msgs)
 }
 
+// ProduceTxn writes msgs, each to the Topic and Partition it names, in one transaction
+// of a new transactional producer with ID txnID, and commits the transaction, or
+// aborts it when commit is false. ctx is checked between the transaction's steps.
+func (c *Cluster) ProduceTxn(ctx context.Context, txnID string, commit bool, msgs ...*sarama.ProducerMessage) error {
+	return produceTxn(ctx, c.endpoint(), txnID, commit, msgs)
+}
+
 // ReadCommitted returns what a read_committed consumer sees of topic: every
 // record of committed transactions and every non-transactional record, from
 // the log start to the last stable offset at the time of the call, ordered

@@ -335,6 +335,45 @@ func fetchStableOffsets(client sarama.Client, group, topic string, ps []int32) (
 	return out, nil, nil
 }
 
+func produceTxn(ctx context.Context, addrs endpoint, txnID string, commit bool, msgs []*sarama.ProducerMessage) (err error) {
+	cfg, err := addrs.config()
+	if err != nil {
+		return err
+	}
+	cfg.Producer.Idempotent = true
+	cfg.Producer.Transaction.ID = txnID
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	p, err := sarama.NewSyncProducer(addrs.list, cfg)
+	if err != nil {
+		return fmt.Errorf("kafkatest: transactional producer %q: connecting to %v: %w", txnID, addrs, err)
+	}
+	defer func() { err = errors.Join(err, p.Close()) }()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := p.BeginTxn(); err != nil {
+		return fmt.Errorf("kafkatest: begin a transaction of %q: %w", txnID, err)
+	}
+	if err := p.SendMessages(msgs); err != nil {
+		return fmt.Errorf("kafkatest: send in a transaction of %q: %w", txnID, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if commit {
+		err = p.CommitTxn()
+	} else {
+		err = p.AbortTxn()
+	}
+	if err != nil {
+		return fmt.Errorf("kafkatest: end a transaction of %q (commit %v): %w", txnID, commit, err)
+	}
+	return nil
+}
+
 func produce(ctx context.Context, addrs endpoint, topic string, partition int32, msgs []*sarama.ProducerMessage) error {
 	if len(msgs) == 0 {
 		return nil

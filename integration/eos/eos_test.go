@@ -113,6 +113,9 @@ func run(t *testing.T, ctx context.Context, cfg eos.Config) *eos.Result {
 		for _, p := range res.Report.Problems {
 			t.Logf("problem: %s", p)
 		}
+		if res.Evidence != "" {
+			t.Logf("the logs around the input lost from the echo topic:\n%s", res.Evidence)
+		}
 	}
 	if !res.OK() || res.DeadMembersRemoved > 0 {
 		logTail(t, cfg.WorkDir, 40)

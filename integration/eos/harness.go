@@ -130,6 +130,9 @@ type Config struct {
 // Result is the outcome of a run.
 type Result struct {
 	Report *Report
+	// Evidence describes the raw logs around input the echo topic lost
+	// (lossEvidence); "" when it lost none.
+	Evidence string
 	// Records is the number of records the driver had acknowledged (the report's
 	// Records counts those in the input topic: the same unless a send that failed
 	// was written after all).
@@ -614,6 +617,15 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	h.checkRaces()
 	h.res.Observed = o
 	h.res.Report = Check(o)
+	if h.res.Report.Lost > 0 {
+		if client, err := newClient(cfg.Brokers); err != nil {
+			h.res.Evidence = fmt.Sprintf("reading the evidence of the loss: %v\n", err)
+		} else {
+			h.res.Evidence = lossEvidence(client, h.names, o)
+			_ = client.Close()
+		}
+		h.res.Evidence += h.evidenceFromLogs(o)
+	}
 	if n := h.res.Report.OffsetRegressions; n > 0 {
 		h.anomaly("the group's committed offsets went back %d times (see the offset-regression problems): it resumed below what it had committed, which repeats input", n)
 	}
@@ -621,6 +633,28 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	return h.res, nil
+}
+
+// evidenceFromLogs quotes the instances' log lines about the tasks whose input the
+// echo topic lost (evidenceLogLines).
+func (h *harness) evidenceFromLogs(o *Observed) string {
+	var parts []int32
+	for _, r := range lostEchoRuns(o, 3) {
+		if !slices.Contains(parts, r.partition) {
+			parts = append(parts, r.partition)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	logs := map[string]string{}
+	for _, in := range h.instances {
+		for _, p := range in.processes() {
+			logs[filepath.Base(p.logPath)] = p.logPath
+		}
+	}
+	lines := evidenceLogLines(logs, parts)
+	return fmt.Sprintf(" the instances' warnings and errors of tasks 0_%v, and their workers' failed transactions:\n  %s\n", parts, strings.Join(lines, "\n  "))
 }
 
 // checkRaces turns the race detector's reports in the instances' logs into anomalies.
@@ -1174,6 +1208,7 @@ func (h *harness) writeReport() error {
 	for _, p := range h.res.Report.Problems {
 		fmt.Fprintf(&b, "problem: %s\n", p)
 	}
+	b.WriteString(h.res.Evidence)
 	if err := os.WriteFile(filepath.Join(h.cfg.WorkDir, "report.txt"), []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("eos: %w", err)
 	}

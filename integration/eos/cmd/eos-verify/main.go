@@ -353,6 +353,9 @@ func run(args []string) int {
 	for _, pr := range res.Report.Problems {
 		fmt.Fprintln(os.Stderr, "eos-verify: problem:", pr)
 	}
+	if res.Evidence != "" {
+		fmt.Fprint(os.Stderr, "eos-verify: the logs around the input lost from the echo topic:\n", res.Evidence)
+	}
 	fmt.Fprintf(os.Stderr, "eos-verify: seed %d, %d tail restores checked (%d from a trimmed window changelog), took %v, work dir %s\n",
 		cfg.Seed, res.Report.TailRestores, res.Report.TrimmedRestores, res.Duration.Round(time.Second), cfg.WorkDir)
 	fmt.Fprintln(os.Stderr, "eos-verify:", res.Report.WindowSummary())
