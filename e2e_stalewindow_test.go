@@ -43,11 +43,13 @@ func TestStaleWindowQueriesFromStandby(t *testing.T) {
 		from, to := viewsT0, viewsT0.Add(time.Hour)
 		// Every window and session from a's active task and its standby, which has read
 		// its changelogs to the end.
-		waitFor(t, 2*time.Minute, "a's active task and standby holding every window and session", func() (bool, error) {
+		waitForState(t, 2*time.Minute, "a's active task and standby holding every window and session", func() (bool, string) {
 			ws, wInfos, err1 := qw.FetchAllStale(from, to)
 			ss, sInfos, err2 := qs.FindAllStale(from, to)
 			return err1 == nil && err2 == nil && len(ws) == 2*viewUsers && len(ss) == 2*viewUsers &&
-				caughtUpCopies(wInfos) && caughtUpCopies(sInfos), nil
+					caughtUpCopies(wInfos) && caughtUpCopies(sInfos),
+				fmt.Sprintf("%d windows (%v) from %+v, %d sessions (%v) from %+v; want %d each, from two copies with no lag",
+					len(ws), err1, wInfos, len(ss), err2, sInfos, 2*viewUsers)
 		})
 		bAddr := strings.TrimPrefix(bb.base, "http://")
 		var remote []int

@@ -132,6 +132,23 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 	}
 }
 
+// waitForState is waitFor for a condition that says what it saw (state): the last one
+// is in the failure when the wait times out, so a flake in CI tells how far it got.
+func waitForState(t *testing.T, timeout time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s; last seen: %s", timeout, what, state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
