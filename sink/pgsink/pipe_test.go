@@ -34,34 +34,10 @@ func logTable(t *testing.T, pool *pgxpool.Pool) Table[string, string] {
 // produceTxn writes msgs to topic in one transaction, committed or aborted.
 func produceTxn(t *testing.T, c *kafkatest.Cluster, topic string, commit bool, msgs ...*sarama.ProducerMessage) {
 	t.Helper()
-	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V2_6_0_0
-	cfg.Producer.Idempotent = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Producer.Return.Successes = true
-	cfg.Net.MaxOpenRequests = 1
-	cfg.Producer.Transaction.ID = c.Unique("txn")
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	p, err := sarama.NewSyncProducer(c.Addrs(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if err := p.BeginTxn(); err != nil {
-		t.Fatal(err)
-	}
 	for _, m := range msgs {
 		m.Topic = topic
-		if _, _, err := p.SendMessage(m); err != nil {
-			t.Fatal(err)
-		}
 	}
-	if commit {
-		err = p.CommitTxn()
-	} else {
-		err = p.AbortTxn()
-	}
-	if err != nil {
+	if err := c.ProduceTxn(t.Context(), c.Unique("txn"), commit, msgs...); err != nil {
 		t.Fatal(err)
 	}
 }
