@@ -229,7 +229,7 @@ func (r *offsetsRecord) apply(topic string, v []byte, ids map[string]sarama.Uuid
 	// appeared after every unknown outcome that committed).
 	if claim := r.committed.of(topic); why == readAtStart && claim >= 0 && claim < floor {
 		r.logger.Warn("the group coordinator answered a committed offset older than the task's own record; skipping the committed records in between",
-			"topic", topic, "partition", r.partition, "coordinator", claim, "recorded", floor)
+			"topic", topic, "partition", r.partition, "coordinator", claim, "recorded", floor, "known_from", "its offsets record, read at this start")
 	}
 	r.committed.advance(topic, floor)
 	return nil

@@ -174,7 +174,7 @@ func (t *taskRunner) claim(topic string, offset int64, hwm func() int64) {
 	t.inbox.start(topic, offset, hwm)
 	if known := t.committed.claim(topic, offset); known > offset && offset >= 0 {
 		t.logger.Warn("the group coordinator answered a committed offset older than the task's own record; skipping the committed records in between",
-			"topic", topic, "partition", t.id.Partition, "coordinator", offset, "recorded", known)
+			"topic", topic, "partition", t.id.Partition, "coordinator", offset, "recorded", known, "known_from", "before this session: its commits, or its offsets record read earlier")
 	}
 }
 
